@@ -1,0 +1,3 @@
+from rlinfluence.cli import main
+
+main()

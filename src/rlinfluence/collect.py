@@ -1,0 +1,110 @@
+"""Rollout collection from the training envs, and the env state a checkpoint needs.
+
+Episodes continue across rounds (no reset at a round boundary). Each episode starts from
+`reset(seed=s)` with s drawn from the env's own seeded stream, and the actions taken since are
+kept, so a checkpoint can restore every env mid-episode exactly by replaying them: gymnasium
+envs are deterministic given the reset seed and the actions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlinfluence.config import EnvConfig
+from rlinfluence.envs import make_env, to_env_action
+from rlinfluence.networks import ActorCritic
+from rlinfluence.records import RolloutBuffer, compute_gae, env_major
+
+
+class TrainEnvs:
+    def __init__(self, env_cfg: EnvConfig, seed_seq: np.random.SeedSequence):
+        self.envs = [make_env(env_cfg) for _ in range(env_cfg.n_envs)]
+        self.seed_rngs = [np.random.default_rng(child) for child in seed_seq.spawn(env_cfg.n_envs)]
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+        n = len(self.envs)
+        self.obs: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+        self.episode_seeds = [0] * n
+        self.episode_actions: list[list[Any]] = [[] for _ in range(n)]
+        self.episode_returns = [0.0] * n
+        self.finished_returns: list[float] = []  # episodes completed since the last round's log
+        for i in range(n):
+            self._reset(i)
+
+    def _reset(self, i: int) -> None:
+        self.episode_seeds[i] = int(self.seed_rngs[i].integers(2**31 - 1))
+        self.obs[i], _ = self.envs[i].reset(seed=self.episode_seeds[i])
+        self.episode_actions[i] = []
+        self.episode_returns[i] = 0.0
+
+    def step(self, i: int, action: np.ndarray) -> tuple[float, bool, bool, np.ndarray]:
+        """Step env i; on episode end reset it. Returns (reward, terminated, truncated, final_obs)."""
+        env_action = to_env_action(self.action_space, action)
+        obs, reward, terminated, truncated, _ = self.envs[i].step(env_action)
+        self.episode_actions[i].append(env_action)
+        self.episode_returns[i] += float(reward)
+        if terminated or truncated:
+            self.finished_returns.append(self.episode_returns[i])
+            self._reset(i)
+        else:
+            self.obs[i] = obs
+        return float(reward), bool(terminated), bool(truncated), obs
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "seed_rngs": [rng.bit_generator.state for rng in self.seed_rngs],
+            "episode_seeds": list(self.episode_seeds),
+            "episode_actions": [list(actions) for actions in self.episode_actions],
+            "episode_returns": list(self.episode_returns),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for i, env in enumerate(self.envs):
+            self.seed_rngs[i].bit_generator.state = state["seed_rngs"][i]
+            self.episode_seeds[i] = state["episode_seeds"][i]
+            self.obs[i], _ = env.reset(seed=self.episode_seeds[i])
+            for action in state["episode_actions"][i]:
+                self.obs[i] = env.step(action)[0]
+            self.episode_actions[i] = list(state["episode_actions"][i])
+            self.episode_returns[i] = state["episode_returns"][i]
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+@torch.no_grad()
+def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: float, gae_lambda: float,
+                    generator: torch.Generator) -> RolloutBuffer:
+    n_envs = len(envs.envs)
+    obs_buf = np.zeros((n_steps, n_envs, *envs.observation_space.shape), envs.observation_space.dtype)
+    action_shape = () if envs.action_space.shape == () else envs.action_space.shape
+    actions_buf = np.zeros((n_steps, n_envs, *action_shape), np.float32)
+    log_probs, values, rewards, dones = (np.zeros((n_steps, n_envs), np.float32) for _ in range(4))
+
+    for t in range(n_steps):
+        obs_buf[t] = np.stack(envs.obs)
+        actions, log_prob, value = model.act(torch.as_tensor(obs_buf[t]), generator)
+        actions_np = actions.numpy()
+        actions_buf[t], log_probs[t], values[t] = actions_np, log_prob.numpy(), value.numpy()
+        for i in range(n_envs):
+            reward, terminated, truncated, final_obs = envs.step(i, actions_np[i])
+            if truncated and not terminated:
+                # Time-limit truncation is not a real end: bootstrap from the final observation.
+                reward += gamma * float(model.value(torch.as_tensor(final_obs).unsqueeze(0))[0])
+            rewards[t, i] = reward
+            dones[t, i] = float(terminated or truncated)
+
+    last_values = model.value(torch.as_tensor(np.stack(envs.obs))).numpy()
+    advantages, deltas = compute_gae(rewards, values, dones, last_values, gamma, gae_lambda)
+    steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
+    env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
+    return RolloutBuffer(
+        obs=env_major(obs_buf), actions=env_major(actions_buf), log_probs=env_major(log_probs),
+        values=env_major(values), rewards=env_major(rewards), dones=env_major(dones),
+        advantages=env_major(advantages), returns=env_major(advantages + values), deltas=env_major(deltas),
+        env_index=env_major(env_index.copy()), step=env_major(steps.copy()),
+    )

@@ -1,0 +1,107 @@
+"""Run directories → the tidy results table, and the tidy CSVs committed under paper_figures/data/.
+
+A run directory (written by the training loop) holds `metrics.csv` (one row per round),
+`summary.json` (what the run is) and, once it has finished, an empty `DONE` marker. Only finished
+runs enter the tidy table: a figure must never be drawn from a run that stopped half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "seed"]
+ROUND_COLUMNS = ["round", "env_steps", "test_return", "n_records", "n_kept",
+                 "time_collect", "time_influence", "time_update", "time_eval"]
+TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS
+# One run = one curve; a second run with the same key would be ambiguous in every figure.
+RUN_KEY = ["experiment", "env", "method_tag", "seed"]
+# Enough digits to round-trip every value that matters, few enough to keep the diffs readable.
+CSV_FLOAT_FORMAT = "%.10g"
+
+
+@dataclass(frozen=True)
+class RunScan:
+    finished: list[Path]
+    unfinished: list[Path]  # started (metrics.csv or summary.json) but no DONE marker
+
+
+def scan_runs(runs_root: str | Path) -> RunScan:
+    """Every run directory under `runs_root`, split by whether its DONE marker exists (sorted)."""
+    root = Path(runs_root)
+    run_dirs = sorted({p.parent for name in ("metrics.csv", "summary.json") for p in root.rglob(name)})
+    return RunScan(
+        finished=[d for d in run_dirs if (d / "DONE").exists()],
+        unfinished=[d for d in run_dirs if not (d / "DONE").exists()],
+    )
+
+
+def _read_run(run_dir: Path) -> pd.DataFrame:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
+    return rounds.assign(**{key: summary[key] for key in RUN_COLUMNS})[TIDY_COLUMNS]
+
+
+def sort_tidy(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Canonical row order and dtypes, so that equal results always give byte-identical CSVs."""
+    tidy = tidy[TIDY_COLUMNS].astype({"p": float, "seed": int, "round": int})
+    return tidy.sort_values(RUN_KEY + ["round"], kind="stable").reset_index(drop=True)
+
+
+def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
+    clashes = tidy.drop_duplicates(RUN_COLUMNS).duplicated(RUN_KEY, keep=False)
+    if clashes.any():
+        runs = tidy.drop_duplicates(RUN_COLUMNS)[clashes]
+        raise ValueError(f"{where}: several runs share experiment/env/method_tag/seed:\n{runs.to_string()}")
+
+
+def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
+    """One row per (finished run, round) under `runs_root`, columns TIDY_COLUMNS.
+
+    Runs without DONE are skipped and logged; `scan_runs` lists them.
+    """
+    scan = scan_runs(runs_root)
+    for run_dir in scan.unfinished:
+        log.warning("skipping unfinished run (no DONE): %s", run_dir)
+    if not scan.finished:
+        return pd.DataFrame(columns=TIDY_COLUMNS)
+    tidy = sort_tidy(pd.concat([_read_run(d) for d in scan.finished], ignore_index=True))
+    _check_unique_runs(tidy, str(runs_root))
+    return tidy
+
+
+def load_tidy(data_dir: str | Path) -> pd.DataFrame:
+    """All tidy CSVs of `data_dir` (one per experiment) as one table."""
+    paths = sorted(Path(data_dir).glob("*.csv"))
+    if not paths:
+        return pd.DataFrame(columns=TIDY_COLUMNS)
+    tidy = sort_tidy(pd.concat([pd.read_csv(p) for p in paths], ignore_index=True))
+    _check_unique_runs(tidy, str(data_dir))
+    return tidy
+
+
+def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path) -> list[Path]:
+    """Write the finished runs of `runs_root` into `data_dir/<experiment>.csv`; returns those paths.
+
+    A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
+    are kept, so refreshing from a partial runs folder never loses committed results.
+    """
+    fresh = tidy_from_runs(runs_root)
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for experiment, rows in fresh.groupby("experiment", sort=True):
+        path = data_dir / f"{experiment}.csv"
+        if path.exists():
+            kept = pd.read_csv(path)
+            on_disk = kept.set_index(RUN_KEY).index.isin(rows.set_index(RUN_KEY).index)
+            rows = pd.concat([kept[~on_disk], rows], ignore_index=True)
+        sort_tidy(rows).to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
+        written.append(path)
+    return written

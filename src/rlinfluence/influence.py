@@ -1,0 +1,99 @@
+"""Per-record influence at the round's start: I_i = ⟨∇θ ℓ_i(θ_k), ∇θ L_f(θ_k)⟩, policy parameters only.
+
+ℓ_i is the per-record PPO policy loss (losses.py) with advantages normalised over the buffer;
+L_f is the target's loss. Positive I_i: a gradient step on record i lowers L_f (raises f), the
+record helps; negative: it hurts.
+
+All N scores are directional derivatives of the per-record loss vector along v = ∇L_f, so one
+forward-mode pass (`torch.func.jvp`) yields them all for any architecture. `reference_scores`
+is the slow explicit per-record autograd loop that the tests check the fast path against.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call, jvp
+
+from rlinfluence.config import InfluenceConfig, PPOConfig
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record
+from rlinfluence.networks import ActorCritic
+from rlinfluence.records import RolloutBuffer
+from rlinfluence.targets import Target
+
+Params = dict[str, torch.Tensor]
+
+
+class _PolicyFn(nn.Module):
+    """(obs, actions) -> (log π(a|s), entropy), callable with substituted parameters."""
+
+    def __init__(self, model: ActorCritic):
+        super().__init__()
+        self.model = model
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        head_out = self.model.policy_output(obs)
+        return self.model.action_head.log_prob(head_out, actions), self.model.action_head.entropy(head_out)
+
+
+class _Attribution:
+    """What both backends share: the policy parameters at θ_k, the target gradient, ℓ(θ)."""
+
+    def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig):
+        self.policy = _PolicyFn(model)
+        names = model.policy_parameter_names()
+        named = dict(model.named_parameters())
+        self.params: Params = {f"model.{n}": named[n].detach() for n in names}
+        self.buffer, self.ppo = buffer, ppo
+        with torch.no_grad():
+            self.old_log_prob = self.policy(buffer.obs, buffer.actions)[0]
+        self.advantages = normalize_advantages(buffer.advantages)
+        self.target_gradient = self._target_gradient(target)
+
+    def policy_fn(self, params: Params):
+        return lambda obs, actions: functional_call(self.policy, params, (obs, actions))
+
+    def _target_gradient(self, target: Target) -> Params:
+        params = {k: v.clone().requires_grad_(True) for k, v in self.params.items()}
+        loss = target.loss(self.policy_fn(params), self.buffer)
+        grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(params.items(), grads)}
+
+    def per_record_loss(self, params: Params, ids: slice | torch.Tensor) -> torch.Tensor:
+        log_prob, entropy = functional_call(self.policy, params, (self.buffer.obs[ids], self.buffer.actions[ids]))
+        return policy_loss_per_record(log_prob, self.old_log_prob[ids], self.advantages[ids],
+                                      self.ppo.clip_range, entropy, self.ppo.ent_coef)
+
+
+def compute_influence(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
+                      cfg: InfluenceConfig) -> torch.Tensor:
+    """The round's scores with the configured backend."""
+    if cfg.backend == "reference":
+        return reference_scores(model, buffer, target, ppo)
+    return influence_scores(model, buffer, target, ppo, cfg.chunk_size)
+
+
+def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
+                     chunk_size: int = 4096) -> torch.Tensor:
+    """All N scores by forward-mode AD along the target gradient, `chunk_size` records per pass."""
+    attribution = _Attribution(model, buffer, target, ppo)
+    scores = []
+    for start in range(0, len(buffer), chunk_size):
+        ids = slice(start, start + chunk_size)
+        _, directional = jvp(lambda p: attribution.per_record_loss(p, ids),
+                             (attribution.params,), (attribution.target_gradient,))
+        scores.append(directional.detach())
+    return torch.cat(scores)
+
+
+def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig) -> torch.Tensor:
+    """The definition, literally: one backward pass per record, then a dot product. Slow; for tests."""
+    attribution = _Attribution(model, buffer, target, ppo)
+    params = {k: v.clone().requires_grad_(True) for k, v in attribution.params.items()}
+    scores = torch.empty(len(buffer))
+    for i in range(len(buffer)):
+        loss_i = attribution.per_record_loss(params, torch.tensor([i]))[0]
+        grads = torch.autograd.grad(loss_i, list(params.values()), allow_unused=True)
+        scores[i] = sum((g * attribution.target_gradient[k]).sum()
+                        for k, g in zip(params, grads) if g is not None)
+    return scores

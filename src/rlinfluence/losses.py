@@ -1,0 +1,28 @@
+"""The per-record PPO loss, shared by the update and by the influence computation.
+
+`policy_loss_per_record` returns one loss per record (reduction="none"). The update averages it
+over a minibatch; influence differentiates each entry at θ_k, where ratio = 1 and the clip is
+inactive, so ∇ℓ_i = −Â_i ∇log π(a_i|s_i) (− ent_coef ∇H_i). One function, so the two can never drift.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit std; a single record is left as is (SB3 does the same)."""
+    if advantages.numel() < 2:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def policy_loss_per_record(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
+                           clip_range: float, entropy: torch.Tensor, ent_coef: float) -> torch.Tensor:
+    ratio = torch.exp(log_prob - old_log_prob)
+    surrogate = torch.minimum(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+    return -surrogate - ent_coef * entropy
+
+
+def value_loss_per_record(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    return (returns - values).pow(2)

@@ -1,0 +1,179 @@
+"""Training-efficiency metrics of the paper (§5.2, App. B.8–B.9), as pure functions on curves.
+
+A *curve* is a 1-D array indexed by round: entry k is the mean test return of the policy after k
+completed PPO updates, so entry 0 evaluates the initial policy that both arms share. NaN marks a
+round that was not evaluated (eval cadence > 1); such rounds never reach a level and never set one.
+
+Speed-ups compare a method (IIF, or a baseline) with standard PPO run with the same seed. The paper
+leaves several details open; the choices below follow the PROPOSAL of paper-spec §6 and each
+function's docstring says which it makes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+# Wall-clock time that counts towards RT_peak: everything a training round does except evaluation
+# (which both arms pay equally and which the paper's runtime table leaves out). Selection time is
+# not in the tidy results and is negligible next to influence (a sort of the scores).
+TRAINING_TIME_COLUMNS = ("time_collect", "time_influence", "time_update")
+
+
+def first_round_reaching(curve, level: float, start: int = 1) -> int | None:
+    """m(v): the earliest round k >= `start` whose test return is >= `level`; None if none is.
+
+    Reaching is inclusive (a tie counts), as in the paper's "test return ≥ v". By default round 0
+    is not searched: it evaluates the shared initial policy, so rounds count completed updates.
+    """
+    curve = np.asarray(curve, dtype=float)
+    reached = np.flatnonzero(curve[start:] >= level)  # NaN compares False: unevaluated rounds skip
+    return int(reached[0]) + start if reached.size else None
+
+
+def se_levels(std_curve) -> tuple[np.ndarray, np.ndarray]:
+    """The performance levels of SE_ave: the running-maximum records of the standard curve.
+
+    A round k >= 1 is a record when its return is strictly above every earlier return, round 0
+    included, so every level is an improvement over the shared initial policy. Returns the levels v
+    and the rounds m_std(v) = k where standard PPO first reached them (both strictly increasing).
+    A plateau (a tie with the running maximum) sets no new level.
+    """
+    curve = np.asarray(std_curve, dtype=float)
+    filled = np.where(np.isnan(curve), -np.inf, curve)
+    best_before = np.maximum.accumulate(filled)[:-1]
+    rounds = np.flatnonzero(filled[1:] > best_before) + 1
+    return curve[rounds], rounds
+
+
+@dataclass(frozen=True)
+class LevelReductions:
+    """For each level v of the standard curve: m_std(v), m_method(v) and the round reduction."""
+
+    levels: np.ndarray
+    std_rounds: np.ndarray
+    method_rounds: np.ndarray  # float; NaN where the method never reaches the level
+
+    @property
+    def reached(self) -> np.ndarray:
+        return ~np.isnan(self.method_rounds)
+
+    @property
+    def n_unreached(self) -> int:
+        return int((~self.reached).sum())
+
+    @property
+    def reductions(self) -> np.ndarray:
+        """(1 − m_method(v) / m_std(v)) · 100 %; negative when the method is slower.
+
+        A level the method never reaches counts as 0 % (paper-spec §6 PROPOSAL), so an unreached
+        level neither rewards nor punishes the method; `n_unreached` says how often that happened.
+        """
+        return np.where(self.reached, (1.0 - self.method_rounds / self.std_rounds) * 100.0, 0.0)
+
+
+def level_reductions(std_curve, method_curve) -> LevelReductions:
+    """Round reductions at every level of `se_levels(std_curve)`.
+
+    The two curves may have different lengths (e.g. a shorter IIF run): the levels come from the
+    whole standard curve, and the method is searched over the whole of its own curve.
+    """
+    levels, std_rounds = se_levels(std_curve)
+    method_rounds = [first_round_reaching(method_curve, v) for v in levels]
+    return LevelReductions(
+        levels=levels,
+        std_rounds=std_rounds,
+        method_rounds=np.array([np.nan if m is None else m for m in method_rounds], dtype=float),
+    )
+
+
+def se_ave(std_curve, method_curve) -> float:
+    """SE_ave in %: the mean round reduction over all levels of the standard curve.
+
+    NaN when standard PPO never improves on its initial policy (there is no level to average).
+    """
+    reductions = level_reductions(std_curve, method_curve).reductions
+    return float(reductions.mean()) if reductions.size else float("nan")
+
+
+def se_peak(std_curve, method_curve) -> float:
+    """SE_peak in %: the round reduction at the peak of standard training (its last level).
+
+    0 % when the method never reaches the peak; NaN when standard PPO has no level.
+    """
+    reductions = level_reductions(std_curve, method_curve).reductions
+    return float(reductions[-1]) if reductions.size else float("nan")
+
+
+def training_time(frame: pd.DataFrame) -> np.ndarray:
+    """Per-round training wall-clock seconds of one run: collection + influence + update.
+
+    Evaluation is excluded (paper-spec §6 PROPOSAL). Round 0 has no training, so its entry is 0.
+    """
+    return frame[list(TRAINING_TIME_COLUMNS)].sum(axis=1).to_numpy(dtype=float)
+
+
+def time_to_reach(curve, round_times, level: float) -> float:
+    """T(m(v)): cumulative training seconds up to and including the round that first reaches v.
+
+    NaN when the curve never reaches v. `round_times[k]` is the time spent in round k.
+    """
+    curve, round_times = np.asarray(curve, dtype=float), np.asarray(round_times, dtype=float)
+    if curve.shape != round_times.shape:
+        raise ValueError(f"curve has {curve.size} rounds but round_times has {round_times.size}")
+    m = first_round_reaching(curve, level)
+    return float("nan") if m is None else float(round_times[: m + 1].sum())
+
+
+def rt_peak(std_curve, std_round_times, method_curve, method_round_times) -> float:
+    """RT_peak in %: 1 − T_method(m_method(v_peak)) / T_std(m_std(v_peak)), v_peak the std peak.
+
+    T is cumulative training time (see `training_time`). This is the paper's §5.2 definition; its
+    Table 5 numbers instead divide by the standard run's *whole* runtime, which equals this when the
+    standard peak is the last round. As for SE, a peak the method never reaches counts as 0 % and
+    no level at all gives NaN.
+    """
+    levels, _ = se_levels(std_curve)
+    if not levels.size:
+        return float("nan")
+    method_time = time_to_reach(method_curve, method_round_times, levels[-1])
+    if np.isnan(method_time):
+        return 0.0
+    return (1.0 - method_time / time_to_reach(std_curve, std_round_times, levels[-1])) * 100.0
+
+
+class ConfidenceInterval(NamedTuple):
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def t_interval(samples, confidence: float = 0.95) -> ConfidenceInterval:
+    """Student-t confidence interval of the mean of `samples` (e.g. one value per seed).
+
+    Half-width = t_{(1+confidence)/2, n−1} × s/√n with s the sample standard deviation. It suits
+    the 3–5 seeds of the paper better than a bootstrap. With fewer than 2 samples the bounds are NaN.
+    """
+    samples = np.asarray(samples, dtype=float)
+    n, mean = samples.size, float(samples.mean())
+    if n < 2:
+        return ConfidenceInterval(mean, float("nan"), float("nan"), n)
+    half_width = stats.t.ppf((1 + confidence) / 2, n - 1) * samples.std(ddof=1) / np.sqrt(n)
+    return ConfidenceInterval(mean, mean - half_width, mean + half_width, n)
+
+
+def final_return_ci(method_final, std_final, confidence: float = 0.95) -> ConfidenceInterval:
+    """Table 4: t-interval of the paired final-return gain (method − standard PPO) over seeds.
+
+    `method_final[i]` and `std_final[i]` must come from the same seed; with the paper's 5 seeds the
+    half-width is t_{0.975,4} (2.776) × the standard error of the gains.
+    """
+    method_final, std_final = np.asarray(method_final, dtype=float), np.asarray(std_final, dtype=float)
+    if method_final.shape != std_final.shape:
+        raise ValueError(f"paired finals differ in length: {method_final.size} vs {std_final.size}")
+    return t_interval(method_final - std_final, confidence)

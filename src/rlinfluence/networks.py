@@ -1,0 +1,156 @@
+"""Actor-critic networks with the semantics of SB3 2.x PPO policies.
+
+A shared feature extractor (identity-flatten for vectors, a CNN for images) feeds separate
+policy and value MLPs (Tanh), then an action head and a value head. Orthogonal init with SB3's
+gains. The action head hides the action-space kind, so every other module (loss, influence,
+targets, collection) works unchanged for discrete and continuous actions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlinfluence.config import NetworkConfig
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+class CategoricalHead(nn.Module):
+    """Discrete actions: logits; actions are stored as float and cast to indices here."""
+
+    init_gain = 0.01
+
+    def __init__(self, in_dim: int, n_actions: int):
+        super().__init__()
+        self.linear = nn.Linear(in_dim, n_actions)
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        return self.linear(latent)
+
+    def log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        index = actions.long().reshape(-1, 1)
+        return torch.log_softmax(logits, dim=-1).gather(-1, index).squeeze(-1)
+
+    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        log_p = torch.log_softmax(logits, dim=-1)
+        return -(log_p.exp() * log_p).sum(-1)
+
+    def sample(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        probs = torch.softmax(logits, dim=-1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1).float()
+
+
+class GaussianHead(nn.Module):
+    """Continuous actions: diagonal Gaussian with a state-independent log-std (SB3's default)."""
+
+    init_gain = 0.01
+
+    def __init__(self, in_dim: int, action_dim: int):
+        super().__init__()
+        self.linear = nn.Linear(in_dim, action_dim)
+        self.log_std = nn.Parameter(torch.zeros(action_dim))
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        return self.linear(latent)
+
+    def log_prob(self, mean: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - mean) * torch.exp(-self.log_std)
+        return (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    def entropy(self, mean: torch.Tensor) -> torch.Tensor:
+        per_dim = 0.5 + 0.5 * math.log(2 * math.pi) + self.log_std
+        return per_dim.sum().expand(mean.shape[0])
+
+    def sample(self, mean: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        noise = torch.randn(mean.shape, generator=generator)
+        return mean + noise * torch.exp(self.log_std)
+
+
+def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, int]:
+    layers: list[nn.Module] = []
+    for size in sizes:
+        layers += [nn.Linear(in_dim, size), ACTIVATIONS[activation]()]
+        in_dim = size
+    return nn.Sequential(*layers), in_dim
+
+
+class ImageScale(nn.Module):
+    """uint8 images are stored as such in the buffer and scaled to [0, 1] here, as SB3 does."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.float() / 255.0
+
+
+def feature_extractor(kind: str, obs_shape: tuple[int, ...], features_dim: int) -> tuple[nn.Module, int]:
+    if kind == "mlp":
+        return nn.Flatten(), int(np.prod(obs_shape))
+    if kind == "cnn":  # the paper's MiniGrid extractor
+        convs = nn.Sequential(ImageScale(), nn.Conv2d(obs_shape[0], 16, 3), nn.ReLU(),
+                              nn.Conv2d(16, 32, 3), nn.ReLU(), nn.Flatten())
+    elif kind == "nature_cnn":  # Mnih et al. 2015, as SB3's NatureCNN
+        convs = nn.Sequential(ImageScale(), nn.Conv2d(obs_shape[0], 32, 8, stride=4), nn.ReLU(),
+                              nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                              nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+    else:
+        raise ValueError(f"env.network.kind={kind!r} is not one of: mlp, cnn, nature_cnn")
+    with torch.no_grad():
+        flat = convs(torch.zeros(1, *obs_shape)).shape[1]
+    return nn.Sequential(convs, nn.Linear(flat, features_dim), nn.ReLU()), features_dim
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, net: NetworkConfig,
+                 generator: torch.Generator):
+        super().__init__()
+        self.features, features_dim = feature_extractor(net.kind, observation_space.shape, net.features_dim)
+        self.pi_body, pi_dim = mlp(features_dim, list(net.pi), net.activation)
+        self.vf_body, vf_dim = mlp(features_dim, list(net.vf), net.activation)
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.action_head: CategoricalHead | GaussianHead = CategoricalHead(pi_dim, int(action_space.n))
+        elif isinstance(action_space, gym.spaces.Box):
+            self.action_head = GaussianHead(pi_dim, int(np.prod(action_space.shape)))
+        else:
+            raise ValueError(f"unsupported action space {action_space}")
+        self.value_head = nn.Linear(vf_dim, 1)
+        self._orthogonal_init(generator)
+
+    def _orthogonal_init(self, generator: torch.Generator) -> None:
+        gains = [(self.features, math.sqrt(2)), (self.pi_body, math.sqrt(2)), (self.vf_body, math.sqrt(2)),
+                 (self.action_head, self.action_head.init_gain), (self.value_head, 1.0)]
+        for module, gain in gains:
+            for layer in module.modules():
+                if isinstance(layer, (nn.Linear, nn.Conv2d)):
+                    nn.init.orthogonal_(layer.weight, gain=gain, generator=generator)
+                    nn.init.zeros_(layer.bias)
+
+    def policy_parameter_names(self) -> list[str]:
+        """The parameters the policy's log-prob depends on: what influence attributes."""
+        prefixes = ("features.", "pi_body.", "action_head.")
+        return [name for name, _ in self.named_parameters() if name.startswith(prefixes)]
+
+    def policy_output(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.action_head(self.pi_body(self.features(obs)))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.features(obs)
+        head_out = self.action_head(self.pi_body(features))
+        value = self.value_head(self.vf_body(features)).squeeze(-1)
+        return head_out, value
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.value_head(self.vf_body(self.features(obs))).squeeze(-1)
+
+    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.action_head.log_prob(self.policy_output(obs), actions)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns (actions, log-probs, values)."""
+        head_out, value = self(obs)
+        actions = self.action_head.sample(head_out, generator)
+        return actions, self.action_head.log_prob(head_out, actions), value

@@ -1,0 +1,60 @@
+"""The rollout buffer: one record per environment step, identified by its integer id.
+
+A record is (s, a, log π_old, V_old, r, done, Â, return, δ). Records are laid out env-major
+(id = env_index * n_steps + t), and every selection, score and minibatch refers to them by id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+
+@dataclass
+class RolloutBuffer:
+    obs: torch.Tensor  # (N, *obs_shape); uint8 for images
+    actions: torch.Tensor  # (N,) discrete indices as float, or (N, action_dim)
+    log_probs: torch.Tensor  # log π_θk(a|s) at collection
+    values: torch.Tensor  # V_θk(s)
+    rewards: torch.Tensor  # with γ·V(final obs) added on time-limit truncation
+    dones: torch.Tensor  # the episode ended at this step (terminated or truncated)
+    advantages: torch.Tensor  # raw GAE(γ, λ) advantages Â
+    returns: torch.Tensor  # Â + V, the value target
+    deltas: torch.Tensor  # one-step TD errors r + γV(s') − V(s) at θ_k
+    env_index: torch.Tensor  # which training env produced the record
+    step: torch.Tensor  # the step t within the round
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.arange(len(self))
+
+    def take(self, ids: torch.Tensor | np.ndarray) -> "RolloutBuffer":
+        index = torch.as_tensor(ids, dtype=torch.long)
+        return RolloutBuffer(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last_values: np.ndarray,
+                gamma: float, gae_lambda: float) -> tuple[np.ndarray, np.ndarray]:
+    """GAE over (T, n_envs) arrays; returns (advantages, deltas). `dones[t]` ends the episode at t."""
+    n_steps = rewards.shape[0]
+    advantages = np.zeros_like(rewards)
+    deltas = np.zeros_like(rewards)
+    running = np.zeros_like(last_values)
+    for t in reversed(range(n_steps)):
+        next_values = last_values if t == n_steps - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        deltas[t] = rewards[t] + gamma * next_values * not_done - values[t]
+        running = deltas[t] + gamma * gae_lambda * not_done * running
+        advantages[t] = running
+    return advantages, deltas
+
+
+def env_major(array: np.ndarray) -> torch.Tensor:
+    """(T, n_envs, ...) → (n_envs * T, ...), so each env's steps stay contiguous."""
+    swapped = np.swapaxes(array, 0, 1)
+    return torch.as_tensor(swapped.reshape(-1, *array.shape[2:]))

@@ -1,0 +1,177 @@
+"""The round loop every environment and every method shares.
+
+    for k in 1..K:
+        buffer = collect(policy, envs, n_steps)          # records with ids, GAE advantages
+        scores = attribute(policy, buffer, target)       # one float per record (if the method needs them)
+        keep   = select(method, buffer, scores, rng)     # keep-mask or sampling weights
+        stats  = update(policy, optimizer, buffer, keep) # PPO epochs over the kept records
+        row    = evaluate(policy, eval_envs)             # test return
+        log(row); checkpoint(k)                          # metrics.csv first, W&B mirror; resumable
+
+Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
+config and in the strategy objects (selection, target, action head), never in this loop.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from rlinfluence.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint, write_json
+from rlinfluence.collect import TrainEnvs, collect_rollout
+from rlinfluence.evaluation import Evaluator
+from rlinfluence.influence import compute_influence
+from rlinfluence.networks import ActorCritic
+from rlinfluence.rundir import DONE, method_tag
+from rlinfluence.run_logger import RunLogger
+from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
+from rlinfluence.selection import make_selection
+from rlinfluence.targets import make_target
+from rlinfluence.update import make_optimizer, ppo_update
+
+NAN = float("nan")
+
+
+class Trainer:
+    """Everything a run owns: envs, policy, optimizer, every RNG; and their checkpointable state."""
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        streams = spawn_streams(cfg.seed)
+        self.envs = TrainEnvs(cfg.env, streams["train_envs"])
+        self.model = ActorCritic(self.envs.observation_space, self.envs.action_space, cfg.env.network,
+                                 torch_generator(streams["network"]))
+        self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters())
+        self.action_generator = torch_generator(streams["actions"])
+        self.selection_rng = numpy_generator(streams["selection"])
+        self.shuffle_rng = numpy_generator(streams["shuffle"])
+        self.evaluator = Evaluator(cfg.env, cfg.eval, streams["eval"])
+        self.target = make_target(cfg.target)
+        self.method = make_selection(cfg)
+        self.records_per_round = cfg.env.n_envs * cfg.env.n_steps
+
+    def is_eval_round(self, k: int) -> bool:
+        return k % self.cfg.eval.every == 0 or k == self.cfg.env.rounds
+
+    def initial_row(self) -> dict[str, Any]:
+        row = dict.fromkeys(("train_return", "n_negative", "policy_loss", "value_loss", "entropy", "approx_kl",
+                             "clip_fraction"), NAN)
+        row |= {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "kept_fraction": NAN, "gradient_steps": 0,
+                "time_collect": 0.0, "time_influence": 0.0, "time_select": 0.0, "time_update": 0.0}
+        start = time.perf_counter()
+        row |= self.evaluator.evaluate(self.model, 0)
+        return row | {"time_eval": time.perf_counter() - start}
+
+    def run_round(self, k: int) -> dict[str, Any]:
+        cfg = self.cfg
+        clock = [time.perf_counter()]
+
+        def lap() -> float:
+            clock.append(time.perf_counter())
+            return clock[-1] - clock[-2]
+
+        buffer = collect_rollout(self.model, self.envs, cfg.env.n_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda,
+                                 self.action_generator)
+        time_collect = lap()
+        scores = None
+        if self.method.needs_scores:
+            scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence).numpy()
+        time_influence = lap()
+        selection = self.method.select(buffer, scores, self.selection_rng)
+        time_select = lap()
+        stats = ppo_update(self.model, self.optimizer, buffer, selection, cfg.ppo, self.shuffle_rng)
+        time_update = lap()
+        evaluation = (self.evaluator.evaluate(self.model, k) if self.is_eval_round(k)
+                      else {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0})
+        time_eval = lap()
+
+        finished = self.envs.finished_returns
+        row = {
+            "round": k, "env_steps": k * self.records_per_round,
+            "train_return": float(np.mean(finished)) if finished else NAN,
+            "n_records": len(buffer), "n_kept": selection.n_kept, "kept_fraction": selection.n_kept / len(buffer),
+            "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
+            "time_collect": time_collect, "time_influence": time_influence, "time_select": time_select,
+            "time_update": time_update, "time_eval": time_eval,
+        }
+        finished.clear()
+        return row | evaluation | stats
+
+    def state_dict(self, k: int) -> dict[str, Any]:
+        return {
+            "round": k,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "action_generator": self.action_generator.get_state(),
+            "selection_rng": self.selection_rng.bit_generator.state,
+            "shuffle_rng": self.shuffle_rng.bit_generator.state,
+            "envs": self.envs.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> int:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.action_generator.set_state(state["action_generator"])
+        self.selection_rng.bit_generator.state = state["selection_rng"]
+        self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
+        self.envs.load_state_dict(state["envs"])
+        return int(state["round"])
+
+    def close(self) -> None:
+        self.envs.close()
+        self.evaluator.close()
+
+
+def _summary(cfg: DictConfig, rounds_completed: int, last_row: dict[str, Any] | None, done: bool) -> dict[str, Any]:
+    final = last_row["test_return"] if last_row else NAN
+    return {
+        "experiment": cfg.experiment, "env": cfg.env.name, "method": cfg.method.name,
+        "method_tag": method_tag(cfg.method), "p": cfg.method.p, "optimizer": cfg.optimizer.name,
+        "seed": cfg.seed, "rounds": cfg.env.rounds, "rounds_completed": rounds_completed,
+        "final_test_return": None if final is None or math.isnan(final) else final, "done": done,
+    }
+
+
+def reset_run(run_dir: Path) -> None:
+    """force=true: forget a previous attempt (keep Hydra's .hydra/ of this invocation)."""
+    for name in (CHECKPOINT, DONE, "metrics.csv", "summary.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "wandb", ignore_errors=True)
+
+
+def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Run (or resume) one training run in `run_dir`; returns its summary."""
+    torch.set_num_threads(cfg.torch_threads)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = Trainer(cfg)
+    checkpoint = load_checkpoint(run_dir)
+    start = trainer.load_state_dict(checkpoint) + 1 if checkpoint else 0
+    name = f"{cfg.env.name}-{method_tag(cfg.method)}-{cfg.optimizer.name}-seed{cfg.seed}"
+    logger = RunLogger(cfg, run_dir, name, last_round=start - 1 if checkpoint else None)
+    row, exit_code, summary = None, 1, None
+    progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
+                    disable=not cfg.progress, unit="round")
+    try:
+        for k in progress:
+            row = trainer.initial_row() if k == 0 else trainer.run_round(k)
+            logger.log(row)
+            save_checkpoint(run_dir, trainer.state_dict(k))
+            write_json(run_dir / "summary.json", _summary(cfg, k, row, done=False))
+            progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
+        summary = _summary(cfg, cfg.env.rounds, row, done=True)
+        write_json(run_dir / "summary.json", summary)
+        (run_dir / DONE).touch()
+        exit_code = 0
+        return summary
+    finally:
+        progress.close()
+        logger.finish(summary, exit_code)
+        trainer.close()

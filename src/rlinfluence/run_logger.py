@@ -1,0 +1,105 @@
+"""One logger per run: the local `metrics.csv` is the source of truth, W&B mirrors it.
+
+Each round appends one flushed, fsynced CSV row. W&B (offline by default) gets the same numbers;
+any W&B failure is reported once and the mirror switched off, so training never dies of logging.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+COLUMNS = [
+    "round", "env_steps", "test_return", "test_return_sem", "eval_episodes", "train_return",
+    "n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps",
+    "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
+    "time_collect", "time_influence", "time_select", "time_update", "time_eval",
+]
+# W&B panel sections, CleanRL style ("charts/...", "losses/...").
+SECTIONS = {
+    "charts": ("test_return", "test_return_sem", "train_return", "env_steps"),
+    "selection": ("n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps"),
+    "losses": ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
+    "time": ("time_collect", "time_influence", "time_select", "time_update", "time_eval"),
+}
+
+
+def read_metrics(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+class WandbMirror:
+    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str):
+        self.run = None
+        if cfg.logger.mode == "disabled":
+            return
+        try:
+            import wandb
+
+            self.run = wandb.init(
+                project=cfg.logger.project, entity=cfg.logger.entity,
+                group=cfg.logger.group or f"{cfg.experiment}/{cfg.env.name}", name=run_name,
+                tags=list(cfg.logger.tags), mode=cfg.logger.mode, dir=str(run_dir),
+                # The same run dir always maps to the same W&B run id, so a resumed run continues it.
+                id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16], resume="allow",
+                config=OmegaConf.to_container(cfg, resolve=True), reinit="finish_previous",
+            )
+        except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training
+            self._disable(error)
+
+    def _disable(self, error: Exception) -> None:
+        print(f"rlinfluence: W&B mirror disabled, metrics.csv continues ({type(error).__name__}: {error})",
+              file=sys.stderr)
+        self.run = None
+
+    def log(self, row: dict[str, Any]) -> None:
+        if self.run is None:
+            return
+        data = {f"{section}/{key}": row[key] for section, keys in SECTIONS.items() for key in keys
+                if not (isinstance(row[key], float) and math.isnan(row[key]))}
+        try:
+            self.run.log(data, step=int(row["round"]))
+        except Exception as error:  # noqa: BLE001
+            self._disable(error)
+
+    def finish(self, summary: dict[str, Any] | None, exit_code: int) -> None:
+        if self.run is None:
+            return
+        try:
+            if summary:
+                self.run.summary.update(summary)
+            self.run.finish(exit_code=exit_code)
+        except Exception as error:  # noqa: BLE001
+            self._disable(error)
+
+
+class RunLogger:
+    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, last_round: int | None):
+        """`last_round`: the checkpoint's round when resuming (later CSV rows are dropped), else None."""
+        self.path = run_dir / "metrics.csv"
+        kept = [row for row in read_metrics(self.path) if last_round is not None and int(row["round"]) <= last_round]
+        with open(self.path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, COLUMNS)
+            writer.writeheader()
+            writer.writerows(kept)
+        self.wandb = WandbMirror(cfg, run_dir, run_name)
+
+    def log(self, row: dict[str, Any]) -> None:
+        with open(self.path, "a", newline="") as handle:
+            csv.DictWriter(handle, COLUMNS).writerow({key: row[key] for key in COLUMNS})
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.wandb.log(row)
+
+    def finish(self, summary: dict[str, Any] | None, exit_code: int) -> None:
+        self.wandb.finish(summary, exit_code)

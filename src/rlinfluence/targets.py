@@ -1,0 +1,49 @@
+"""Attribution targets: differentiable functions of the policy, written as losses L_f = −f.
+
+Each target maps a `policy_fn(obs, actions) -> (log π(a|s), entropy)` evaluated at some
+parameters, plus the round's buffer, to a scalar. Influence differentiates it at θ_k.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+import torch
+
+from rlinfluence.config import TargetConfig
+from rlinfluence.records import RolloutBuffer
+
+PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class Target(Protocol):
+    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor: ...
+
+
+class ReturnTarget:
+    """f_return = E_{(s,a)~π_θk}[log π_θ(a|s) · Â(s,a)] over the round's own buffer, raw GAE Â.
+
+    Its gradient is the policy-gradient estimate of the expected return at θ_k: the IIF default.
+    """
+
+    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
+        log_prob, _ = policy_fn(buffer.obs, buffer.actions)
+        return -(buffer.advantages * log_prob).mean()
+
+
+class ActionTarget:
+    """f_action = log π_θ(a*|s*): which records push the policy towards (or away from) a* in s*."""
+
+    def __init__(self, state: list[float], action: list[float]):
+        self.state = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
+        self.action = torch.tensor(action, dtype=torch.float32).unsqueeze(0)
+
+    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
+        log_prob, _ = policy_fn(self.state, self.action)
+        return -log_prob.sum()
+
+
+def make_target(cfg: TargetConfig) -> Target:
+    if cfg.name == "return":
+        return ReturnTarget()
+    return ActionTarget(list(cfg.state), list(cfg.action))

@@ -1,0 +1,70 @@
+"""The PPO update on the selected records (SB3 2.x PPO semantics).
+
+Each epoch reshuffles the kept records and cuts them into minibatches of `batch_size` (the last
+one may be smaller, as in SB3), so fewer kept records mean fewer gradient steps: that saving is
+part of IIF's speed-up. Reweighting methods instead draw N ids with replacement by weight.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlinfluence.config import OptimizerConfig, PPOConfig
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
+from rlinfluence.networks import ActorCritic
+from rlinfluence.records import RolloutBuffer
+from rlinfluence.selection import Selection
+
+
+def make_optimizer(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
+    if cfg.name == "sgd":  # plain SGD: no momentum, no weight decay (the paper's setting)
+        return torch.optim.SGD(params, lr=cfg.lr, foreach=True)
+    return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.eps, foreach=True)
+
+
+def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator) -> Iterator[torch.Tensor]:
+    if selection.weights is None:
+        order = rng.permutation(np.flatnonzero(selection.keep))
+    else:
+        order = rng.choice(len(selection.keep), size=len(selection.keep), p=selection.weights)
+    ids = torch.from_numpy(order)
+    for start in range(0, len(ids), batch_size):
+        yield ids[start:start + batch_size]
+
+
+def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer,
+               selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> dict[str, float]:
+    sums = torch.zeros(5)  # policy loss, value loss, entropy, approx KL, clip fraction
+    n_minibatches = 0
+    for _ in range(ppo.n_epochs):
+        for ids in minibatch_ids(selection, ppo.batch_size, rng):
+            head_out, values = model(buffer.obs[ids])
+            log_prob = model.action_head.log_prob(head_out, buffer.actions[ids])
+            entropy = model.action_head.entropy(head_out)
+            advantages = buffer.advantages[ids]
+            if ppo.normalize_advantage:
+                advantages = normalize_advantages(advantages)
+            policy_loss = policy_loss_per_record(log_prob, buffer.log_probs[ids], advantages, ppo.clip_range,
+                                                 entropy, ppo.ent_coef).mean()
+            value_loss = value_loss_per_record(values, buffer.returns[ids]).mean()
+            loss = policy_loss + ppo.vf_coef * value_loss
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if ppo.max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), ppo.max_grad_norm)
+            optimizer.step()
+
+            with torch.no_grad():
+                log_ratio = log_prob - buffer.log_probs[ids]
+                sums += torch.stack([policy_loss, value_loss, entropy.mean(),
+                                     ((log_ratio.exp() - 1) - log_ratio).mean(),
+                                     ((log_ratio.exp() - 1).abs() > ppo.clip_range).float().mean()])
+            n_minibatches += 1
+    means = (sums / max(n_minibatches, 1)).tolist()
+    keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+    return dict(zip(keys, means)) | {"gradient_steps": n_minibatches}
