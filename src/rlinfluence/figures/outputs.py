@@ -95,11 +95,7 @@ class Output:
     title: str  # the paper's number for it
     caption: str
     runs: Runs
-    build: Callable[["Output", pd.DataFrame], Figure | pd.DataFrame]
-
-    @property
-    def is_figure(self) -> bool:
-        return self.build is learning_curves
+    build: Callable[["Output", pd.DataFrame], Figure | pd.DataFrame]  # a figure or a table of strings
 
 
 # ---------------------------------------------------------------- per-run quantities
@@ -130,7 +126,7 @@ def efficiency_per_seed(rows: pd.DataFrame, arms: tuple[Arm, ...]) -> pd.DataFra
             curve, times = _curve_and_times(by_arm[arm.label])
             levels = metrics.level_reductions(std_curve, curve)
             records.append({
-                "env": env, "arm": arm.label, "seed": seed,
+                "env": env, "arm": arm.label, "p": by_arm[arm.label]["p"].iloc[0], "seed": seed,
                 "SE_ave": metrics.se_ave(std_curve, curve),
                 "SE_peak": metrics.se_peak(std_curve, curve),
                 "RT_peak": metrics.rt_peak(std_curve, std_times, curve, times),
@@ -147,7 +143,6 @@ def runtime_per_seed(rows: pd.DataFrame) -> pd.DataFrame:
         by_arm = _by_arm(runs)
         iif, std = by_arm[IIF.label], by_arm[STANDARD.label]
         (iif_curve, iif_times), (std_curve, std_times) = _curve_and_times(iif), _curve_and_times(std)
-        peak = metrics.se_levels(std_curve)[0][-1:]  # empty when standard PPO never improved
         records.append({
             "env": env, "seed": seed,
             # Round 0 only evaluates, so per-round means are over the training rounds.
@@ -156,7 +151,7 @@ def runtime_per_seed(rows: pd.DataFrame) -> pd.DataFrame:
             "update_std": std.loc[std["round"] >= 1, "time_update"].mean(),
             "total_iif": iif_times.sum(),
             "total_std": std_times.sum(),
-            "to_peak_iif": metrics.time_to_reach(iif_curve, iif_times, peak[0]) if peak.size else np.nan,
+            "to_peak_iif": metrics.time_to_reach(iif_curve, iif_times, metrics.standard_peak(std_curve)),
             "RT_peak": metrics.rt_peak(std_curve, std_times, iif_curve, iif_times),
         })
     return pd.DataFrame(records)
@@ -170,12 +165,13 @@ def _pm(mean: float, spread: float, digits: int) -> str:
 
 
 def _summary_rows(per_seed: pd.DataFrame, keys: list[str], columns: dict[str, str],
-                  paper_values: Callable[[tuple], dict | None], digits: int,
-                  paper_seeds: int) -> pd.DataFrame:
+                  paper_values: Callable[[tuple], dict | None], digits: int, paper_seeds: int,
+                  ours_only: Callable[[pd.DataFrame], dict[str, str]] = lambda group: {}) -> pd.DataFrame:
     """Rows "ours" (mean ± std over seeds) and "paper" for each key, in the paper's env order.
 
     `columns` maps a per-seed column to its header; `paper_values(key)` gives the paper's
-    {column: (mean, ±)} for that key, or None where the paper printed nothing.
+    {column: (mean, ±)} for that key, or None where the paper printed nothing. `ours_only(group)`
+    adds cells the paper has no counterpart for.
     """
     order = {env: i for i, env in enumerate(paper.ENV_ORDER)}
     per_seed = per_seed.sort_values(keys, key=lambda s: s.map(order) if s.name == "env" else s)
@@ -186,8 +182,10 @@ def _summary_rows(per_seed: pd.DataFrame, keys: list[str], columns: dict[str, st
         reported = paper_values(key) or {}
         theirs = {header: _pm(*reported[col], digits) if col in reported else MISSING_CELL
                   for col, header in columns.items()}
-        rows.append({**key_cells, "Source": "ours", "Seeds": str(group["seed"].nunique()), **ours})
-        rows.append({**key_cells, "Source": "paper", "Seeds": str(paper_seeds), **theirs})
+        extra = ours_only(group)
+        rows.append({**key_cells, "Source": "ours", "Seeds": str(group["seed"].nunique()), **ours, **extra})
+        rows.append({**key_cells, "Source": "paper", "Seeds": str(paper_seeds), **theirs,
+                     **dict.fromkeys(extra, MISSING_CELL)})
     return pd.DataFrame(rows)
 
 
@@ -196,17 +194,12 @@ EFFICIENCY_COLUMNS = {"SE_ave": "SE_ave (%)", "SE_peak": "SE_peak (%)", "RT_peak
 
 def _efficiency_table(rows: pd.DataFrame, arms: tuple[Arm, ...], keys: list[str], columns: dict[str, str],
                       paper_values: Callable[[tuple], dict | None], paper_seeds: int) -> pd.DataFrame:
-    per_seed = efficiency_per_seed(rows, arms)
-    per_seed["p"] = per_seed["arm"].map({arm.label: float(arm.tag.rpartition("-p")[2]) for arm in arms
-                                         if "-p" in arm.tag and "{" not in arm.tag})
-    table = _summary_rows(per_seed, keys, columns, paper_values, digits=1, paper_seeds=paper_seeds)
-    # How often a method never reached a level (counted as 0 % reduction), over all seeds.
-    unreached = per_seed.groupby(keys, sort=False)[["unreached", "levels"]].sum()
-    table["Unreached levels"] = [
-        f"{u} / {n}" if source == "ours" else MISSING_CELL
-        for (u, n), source in zip(np.repeat(unreached.to_numpy(), 2, axis=0), table["Source"])
-    ]
-    return table
+    def unreached(group: pd.DataFrame) -> dict[str, str]:
+        # How often the method never reached a level (counted as 0 % reduction), over all seeds.
+        return {"Unreached levels": f"{group['unreached'].sum()} / {group['levels'].sum()}"}
+
+    return _summary_rows(efficiency_per_seed(rows, arms), keys, columns, paper_values, digits=1,
+                         paper_seeds=paper_seeds, ours_only=unreached)
 
 
 # ---------------------------------------------------------------- builders
@@ -224,7 +217,7 @@ def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
         for i, (ax, env) in enumerate(zip(axes, envs)):
             sns.lineplot(data=rows[rows["env"] == env].dropna(subset=["test_return"]),
                          x="round", y="test_return", hue="arm", hue_order=list(palette), palette=palette,
-                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=i == 0, ax=ax)
+                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend="auto" if i == 0 else False, ax=ax)
             ax.set(title=paper.ENV_TITLES[env], xlabel="round", ylabel="test return")
         for ax in axes[len(envs):]:
             fig.delaxes(ax)

@@ -1,0 +1,101 @@
+"""Every config option composes; bad input fails early with a message naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf.errors import ValidationError
+
+from conftest import compose_config
+from rlinfluence.cli import CONFIG_DIR
+from rlinfluence.config import ConfigError, validate
+from rlinfluence.rundir import relative_run_dir
+
+GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher"]
+# Options that need extra values before they can run.
+REQUIRED_EXTRAS = {("target", "action"): ["target.state=[1,0]", "target.action=[0]"]}
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_group_option_composes_and_validates(group, option):
+    extras = REQUIRED_EXTRAS.get((group, option), [])
+    base = ["env=frozenlake"] if group == "method" else []  # methods need an env they support
+    cfg = compose_config(base + [f"{group}={option}"] + extras)
+    validate(cfg)
+    if group in cfg and "name" in cfg[group]:
+        assert cfg[group].name == option
+
+
+def test_defaults_are_the_paper_frozenlake_iif_setting():
+    cfg = compose_config([])
+    assert (cfg.env.name, cfg.method.name, cfg.method.p, cfg.optimizer.name, cfg.optimizer.lr) == \
+        ("frozenlake", "iif", 50, "sgd", 5e-3)
+    assert (cfg.env.n_steps, cfg.env.rounds, cfg.ppo.batch_size, cfg.ppo.n_epochs) == (2048, 50, 64, 10)
+    assert cfg.logger.mode == "offline"
+
+
+def test_method_p_follows_the_env_unless_overridden():
+    assert compose_config(["env=lunarlander"]).method.p == 12.5
+    assert compose_config(["env=lunarlander", "method.p=25"]).method.p == 25
+
+
+def test_run_dir_is_deterministic_and_names_the_run():
+    cfg = compose_config(["env=acrobot", "method=random", "seed=3"])
+    assert str(relative_run_dir(cfg)) == "acrobot/sgd/random-p50/seed3"
+    hydra_cfg = compose_config(["env=acrobot", "method=random", "seed=3"], return_hydra_config=True)
+    assert hydra_cfg.hydra.run.dir == "runs/default/acrobot/sgd/random-p50/seed3"
+
+
+@pytest.mark.parametrize("overrides,key", [
+    (["method.p=150"], "method.p"),
+    (["method.p=0"], "method.p"),
+    (["method=random", "method.p=-5"], "method.p"),
+    (["env.rounds=-1"], "env.rounds"),
+    (["env.n_steps=0"], "env.n_steps"),
+    (["ppo.batch_size=0"], "ppo.batch_size"),
+    (["optimizer.lr=-0.1"], "optimizer.lr"),
+    (["logger.mode=cloud"], "logger.mode"),
+    (["target=action"], "target.state"),
+    (["task=plot"], "task"),
+])
+def test_bad_values_raise_one_line_naming_the_key(overrides, key):
+    with pytest.raises(ConfigError) as error:
+        validate(compose_config(overrides))
+    assert key in str(error.value) and "\n" not in str(error.value)
+
+
+def test_unknown_env_lists_the_available_ones():
+    with pytest.raises(MissingConfigException) as error:
+        compose_config(["env=frozen_lake"])
+    assert "env/frozen_lake" in str(error.value) and "frozenlake" in str(error.value)
+
+
+def test_wrong_type_names_the_key():
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_config(["seed=abc"])
+    assert "seed=abc" in str(error.value)
+    assert isinstance(error.value.__cause__, ValidationError) and "Integer" in str(error.value.__cause__)
+
+
+def test_misspelt_key_is_rejected():
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_config(["ppo.batchsize=32"])
+    assert "batchsize" in str(error.value)
+
+
+def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "rlinfluence", "method.p=150", f"runs_root={tmp_path}",
+                             "logger=disabled"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "rlinfluence: config error: method.p=150.0 must be in (0, 100] "
+        "(percent of negative-influence records to drop)"]
+    assert not list(tmp_path.rglob("metrics.csv")) and not list(tmp_path.rglob("checkpoint.pt"))

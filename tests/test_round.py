@@ -1,0 +1,79 @@
+"""End-to-end behaviour of the round loop: outputs, determinism, selection counts."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rlinfluence.cli import run_task
+from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, n_to_drop
+from rlinfluence.update import minibatch_ids
+
+TIME_COLUMNS = {"time_collect", "time_influence", "time_select", "time_update", "time_eval"}
+
+
+def read_rows(path):
+    with open(path, newline="") as handle:
+        return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
+
+
+def test_run_writes_metrics_summary_checkpoint_and_done(tmp_path, tiny_config):
+    summary = run_task(tiny_config("env=frozenlake", "method=iif"), tmp_path)
+    rows = read_rows(tmp_path / "metrics.csv")
+    assert [int(r["round"]) for r in rows] == [0, 1, 2]
+    assert all(int(r["n_records"]) == 64 for r in rows[1:])
+    assert all(int(r["n_kept"]) == 64 - int(np.floor(int(r["n_negative"]) * 0.5)) for r in rows[1:])
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert summary["done"] and summary["rounds_completed"] == 2
+    assert (tmp_path / "checkpoint.pt").exists() and (tmp_path / "DONE").exists()
+
+
+def test_a_finished_run_is_not_recomputed(tmp_path, tiny_config):
+    cfg = tiny_config("env=frozenlake")
+    run_task(cfg, tmp_path)
+    before = (tmp_path / "metrics.csv").read_text()
+    assert run_task(cfg, tmp_path) is None
+    assert (tmp_path / "metrics.csv").read_text() == before
+
+
+@pytest.mark.parametrize("env", ["frozenlake", "acrobot"])
+def test_same_seed_gives_identical_metrics(tmp_path, tiny_config, env):
+    for name in ("a", "b"):
+        run_task(tiny_config(f"env={env}", "method=random", "seed=7"), tmp_path / name)
+    run_task(tiny_config(f"env={env}", "method=random", "seed=8"), tmp_path / "c")
+    assert read_rows(tmp_path / "a/metrics.csv") == read_rows(tmp_path / "b/metrics.csv")
+    assert read_rows(tmp_path / "a/metrics.csv") != read_rows(tmp_path / "c/metrics.csv")
+
+
+def test_iif_drops_exactly_the_most_negative_records():
+    scores = np.array([0.5, -3.0, -1.0, 2.0, -2.0, -0.5, 0.0])  # 4 negatives
+    selection = DropMostNegative(p=50).select(np.empty(7), scores, np.random.default_rng(0))
+    assert n_to_drop(scores, 50) == 2
+    assert np.flatnonzero(~selection.keep).tolist() == [1, 4]  # -3.0 and -2.0
+
+
+def test_p100_with_every_record_negative_drops_everything_without_error():
+    scores = -np.arange(1.0, 6.0)
+    assert DropMostNegative(p=100).select(np.empty(5), scores, np.random.default_rng(0)).n_kept == 0
+
+
+def test_random_drops_as_many_as_iif_and_depends_on_the_seed():
+    scores = np.linspace(-1, 1, 101)  # 50 negatives
+    drops = [~DropRandom(p=25).select(np.empty(101), scores, np.random.default_rng(s)).keep for s in (0, 0, 1)]
+    assert [d.sum() for d in drops] == [12, 12, 12]
+    assert (drops[0] == drops[1]).all() and not (drops[0] == drops[2]).all()
+
+
+def test_fewer_kept_records_mean_fewer_minibatches():
+    rng = np.random.default_rng(0)
+    everything = KeepAll().select(np.empty(100), None, rng)
+    keep = np.zeros(100, bool)
+    keep[:10] = True
+    assert [len(b) for b in minibatch_ids(everything, 32, rng)] == [32, 32, 32, 4]
+    small = list(minibatch_ids(Selection(keep), 32, rng))
+    assert len(small) == 1 and sorted(small[0].tolist()) == list(range(10))
+    assert set(torch.cat(list(minibatch_ids(Selection(keep), 4, rng))).tolist()) == set(range(10))
