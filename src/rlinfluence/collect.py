@@ -79,31 +79,41 @@ class TrainEnvs:
 @torch.no_grad()
 def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: float, gae_lambda: float,
                     generator: torch.Generator) -> RolloutBuffer:
+    """Step the envs with the current policy; values and log-probs are computed afterwards in one
+    batched pass (same θ_k), which keeps the per-step work to the policy head alone."""
     n_envs = len(envs.envs)
     obs_buf = np.zeros((n_steps, n_envs, *envs.observation_space.shape), envs.observation_space.dtype)
     action_shape = () if envs.action_space.shape == () else envs.action_space.shape
     actions_buf = np.zeros((n_steps, n_envs, *action_shape), np.float32)
-    log_probs, values, rewards, dones = (np.zeros((n_steps, n_envs), np.float32) for _ in range(4))
+    rewards, dones = np.zeros((n_steps, n_envs), np.float32), np.zeros((n_steps, n_envs), np.float32)
+    truncations: list[tuple[int, int, np.ndarray]] = []  # (t, env, final obs) to bootstrap from
+    noise = model.action_head.draw_noise((n_steps, n_envs), generator)
 
     for t in range(n_steps):
         obs_buf[t] = np.stack(envs.obs)
-        actions, log_prob, value = model.act(torch.as_tensor(obs_buf[t]), generator)
-        actions_np = actions.numpy()
-        actions_buf[t], log_probs[t], values[t] = actions_np, log_prob.numpy(), value.numpy()
+        actions_buf[t] = model.sample_actions(torch.as_tensor(obs_buf[t]), noise[t]).numpy()
         for i in range(n_envs):
-            reward, terminated, truncated, final_obs = envs.step(i, actions_np[i])
-            if truncated and not terminated:
-                # Time-limit truncation is not a real end: bootstrap from the final observation.
-                reward += gamma * float(model.value(torch.as_tensor(final_obs).unsqueeze(0))[0])
-            rewards[t, i] = reward
+            rewards[t, i], terminated, truncated, final_obs = envs.step(i, actions_buf[t, i])
             dones[t, i] = float(terminated or truncated)
+            if truncated and not terminated:
+                truncations.append((t, i, final_obs))
 
+    obs = torch.as_tensor(obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]))
+    head_out, values_flat = model(obs)
+    log_probs = model.action_head.log_prob(head_out, torch.as_tensor(actions_buf.reshape(n_steps * n_envs, *action_shape)))
+    values = values_flat.numpy().reshape(n_steps, n_envs)
+    if truncations:
+        # Time-limit truncation is not a real end: bootstrap from the final observation's value.
+        final_values = model.value(torch.as_tensor(np.stack([final for _, _, final in truncations]))).numpy()
+        for (t, i, _), value in zip(truncations, final_values):
+            rewards[t, i] += gamma * value
     last_values = model.value(torch.as_tensor(np.stack(envs.obs))).numpy()
     advantages, deltas = compute_gae(rewards, values, dones, last_values, gamma, gae_lambda)
     steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
     env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
     return RolloutBuffer(
-        obs=env_major(obs_buf), actions=env_major(actions_buf), log_probs=env_major(log_probs),
+        obs=env_major(obs_buf), actions=env_major(actions_buf),
+        log_probs=env_major(log_probs.numpy().reshape(n_steps, n_envs)),
         values=env_major(values), rewards=env_major(rewards), dones=env_major(dones),
         advantages=env_major(advantages), returns=env_major(advantages + values), deltas=env_major(deltas),
         env_index=env_major(env_index.copy()), step=env_major(steps.copy()),

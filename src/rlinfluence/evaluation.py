@@ -46,8 +46,8 @@ class Evaluator:
         action_space = self.envs[0].action_space
         while episode_of:
             slots = list(episode_of)
-            head_out = model.policy_output(torch.as_tensor(np.stack([obs[s] for s in slots])))
-            actions = model.action_head.sample(head_out, generator).numpy()
+            noise = model.action_head.draw_noise((len(slots),), generator)
+            actions = model.sample_actions(torch.as_tensor(np.stack([obs[s] for s in slots])), noise).numpy()
             for slot, action in zip(slots, actions):
                 obs[slot], reward, terminated, truncated, _ = self.envs[slot].step(to_env_action(action_space, action))
                 returns[episode_of[slot]] += reward

@@ -32,8 +32,7 @@ class _PolicyFn(nn.Module):
         self.model = model
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        head_out = self.model.policy_output(obs)
-        return self.model.action_head.log_prob(head_out, actions), self.model.action_head.entropy(head_out)
+        return self.model.action_head.log_prob_entropy(self.model.policy_output(obs), actions)
 
 
 class _Attribution:

@@ -129,6 +129,12 @@ def time_to_reach(curve, round_times, level: float) -> float:
     return float("nan") if m is None else float(round_times[: m + 1].sum())
 
 
+def standard_peak(std_curve) -> float:
+    """v_peak: the best return standard PPO reached after round 0 (its last level); NaN if none."""
+    levels, _ = se_levels(std_curve)
+    return float(levels[-1]) if levels.size else float("nan")
+
+
 def rt_peak(std_curve, std_round_times, method_curve, method_round_times) -> float:
     """RT_peak in %: 1 − T_method(m_method(v_peak)) / T_std(m_std(v_peak)), v_peak the std peak.
 
@@ -137,13 +143,13 @@ def rt_peak(std_curve, std_round_times, method_curve, method_round_times) -> flo
     standard peak is the last round. As for SE, a peak the method never reaches counts as 0 % and
     no level at all gives NaN.
     """
-    levels, _ = se_levels(std_curve)
-    if not levels.size:
+    peak = standard_peak(std_curve)
+    if np.isnan(peak):
         return float("nan")
-    method_time = time_to_reach(method_curve, method_round_times, levels[-1])
+    method_time = time_to_reach(method_curve, method_round_times, peak)
     if np.isnan(method_time):
         return 0.0
-    return (1.0 - method_time / time_to_reach(std_curve, std_round_times, levels[-1])) * 100.0
+    return (1.0 - method_time / time_to_reach(std_curve, std_round_times, peak)) * 100.0
 
 
 class ConfidenceInterval(NamedTuple):

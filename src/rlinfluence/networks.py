@@ -36,13 +36,18 @@ class CategoricalHead(nn.Module):
         index = actions.long().reshape(-1, 1)
         return torch.log_softmax(logits, dim=-1).gather(-1, index).squeeze(-1)
 
-    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
-        log_p = torch.log_softmax(logits, dim=-1)
-        return -(log_p.exp() * log_p).sum(-1)
+    def log_prob_entropy(self, logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_p = torch.log_softmax(logits, dim=-1)  # shared by both: the update needs both every step
+        log_prob = log_p.gather(-1, actions.long().reshape(-1, 1)).squeeze(-1)
+        return log_prob, -(log_p.exp() * log_p).sum(-1)
 
-    def sample(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        probs = torch.softmax(logits, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(-1).float()
+    def draw_noise(self, batch_shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+        """Gumbel noise: argmax(logits + noise) is a sample of the softmax policy."""
+        uniform = torch.rand((*batch_shape, self.linear.out_features), generator=generator)
+        return -torch.log(-torch.log(uniform.clamp_min(1e-20)))
+
+    def sample(self, logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return (logits + noise).argmax(-1).float()
 
 
 class GaussianHead(nn.Module):
@@ -62,12 +67,14 @@ class GaussianHead(nn.Module):
         z = (actions - mean) * torch.exp(-self.log_std)
         return (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
 
-    def entropy(self, mean: torch.Tensor) -> torch.Tensor:
-        per_dim = 0.5 + 0.5 * math.log(2 * math.pi) + self.log_std
-        return per_dim.sum().expand(mean.shape[0])
+    def log_prob_entropy(self, mean: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        per_dim_entropy = 0.5 + 0.5 * math.log(2 * math.pi) + self.log_std
+        return self.log_prob(mean, actions), per_dim_entropy.sum().expand(mean.shape[0])
 
-    def sample(self, mean: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        noise = torch.randn(mean.shape, generator=generator)
+    def draw_noise(self, batch_shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+        return torch.randn((*batch_shape, self.linear.out_features), generator=generator)
+
+    def sample(self, mean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         return mean + noise * torch.exp(self.log_std)
 
 
@@ -149,8 +156,7 @@ class ActorCritic(nn.Module):
         return self.action_head.log_prob(self.policy_output(obs), actions)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample actions; returns (actions, log-probs, values)."""
-        head_out, value = self(obs)
-        actions = self.action_head.sample(head_out, generator)
-        return actions, self.action_head.log_prob(head_out, actions), value
+    def sample_actions(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Actions from pre-drawn noise (action_head.draw_noise): drawing a whole round's noise at
+        once is much cheaper than one sampler call per step, and just as reproducible."""
+        return self.action_head.sample(self.policy_output(obs), noise)

@@ -43,8 +43,7 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
     for _ in range(ppo.n_epochs):
         for ids in minibatch_ids(selection, ppo.batch_size, rng):
             head_out, values = model(buffer.obs[ids])
-            log_prob = model.action_head.log_prob(head_out, buffer.actions[ids])
-            entropy = model.action_head.entropy(head_out)
+            log_prob, entropy = model.action_head.log_prob_entropy(head_out, buffer.actions[ids])
             advantages = buffer.advantages[ids]
             if ppo.normalize_advantage:
                 advantages = normalize_advantages(advantages)

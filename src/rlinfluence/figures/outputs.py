@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
@@ -32,7 +34,7 @@ class Arm:
     tag: str
 
     def tag_for(self, env: str) -> str:
-        return self.tag.format(p=format(paper.IIF_P.get(env, float("nan")), "g"))
+        return self.tag.format(p=format(paper.IIF_P[env], "g"))
 
 
 STANDARD = Arm("Standard PPO", "ppo")
@@ -92,8 +94,8 @@ class Runs:
 @dataclass(frozen=True)
 class Output:
     name: str  # file stem under the output dir
-    title: str  # the paper's number for it
-    caption: str
+    title: str  # the paper's number for it, e.g. "Table 2"
+    caption: str  # what is shown and how it is aggregated; written beside the output
     runs: Runs
     build: Callable[["Output", pd.DataFrame], Figure | pd.DataFrame]  # a figure or a table of strings
 
@@ -214,14 +216,17 @@ def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
     with figure_style():
         fig = Figure(figsize=(4.0 * ncols, 3.0 * nrows), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-        for i, (ax, env) in enumerate(zip(axes, envs)):
+        for ax, env in zip(axes, envs):
             sns.lineplot(data=rows[rows["env"] == env].dropna(subset=["test_return"]),
                          x="round", y="test_return", hue="arm", hue_order=list(palette), palette=palette,
-                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend="auto" if i == 0 else False, ax=ax)
+                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax)
             ax.set(title=paper.ENV_TITLES[env], xlabel="round", ylabel="test return")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         for ax in axes[len(envs):]:
             fig.delaxes(ax)
-        fig.suptitle(f"{output.title}: mean over seeds ± 95 % t-interval")
+        handles = [Line2D([], [], color=color) for color in palette.values()]
+        fig.legend(handles, list(palette), loc="outside lower center", ncols=len(palette), frameon=False)
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
 
@@ -271,47 +276,46 @@ def table5_runtime(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- the catalogue
 
-_SPEEDUP_NOTE = ("Per seed against standard PPO of the same seed, then mean ± std over seeds. Levels = "
-                 "running-maximum records of the standard curve after round 0; a level the method never "
-                 "reaches counts as 0 % (how often: 'Unreached levels'). RT uses collection + influence + "
-                 "update time, without evaluation.")
+_CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
+_SE_NOTE = ("Each seed is compared with standard PPO of the same seed, then mean ± std over seeds. Levels are "
+            "the running-maximum records of the standard curve after round 0; a level the method never "
+            "reaches counts as 0 % ('Unreached levels' says how often).")
+_RT_NOTE = "RT_peak counts collection + influence + update time, not evaluation."
 
 OUTPUTS: tuple[Output, ...] = (
     Output("fig6a_learning_curves", "Fig. 6a",
-           "Test return of IIF, standard PPO and random filtering (same number of records dropped) "
-           "against round; mean over seeds ± 95 % t-interval.",
+           "IIF, standard PPO and random filtering (dropping as many records as IIF). " + _CURVES_NOTE,
            Runs("main", MAIN_ENVS, (STANDARD, IIF, RANDOM), seeds=5), learning_curves),
-    Output("fig6b_efficiency", "Fig. 6b", "Fig. 6b: training-efficiency gains of IIF. " + _SPEEDUP_NOTE,
+    Output("fig6b_efficiency", "Fig. 6b", "Training-efficiency gains of IIF. " + _SE_NOTE + " " + _RT_NOTE,
            Runs("main", MAIN_ENVS, (STANDARD, IIF), seeds=5), fig6b_table),
     Output("table2_p_ablation", "Table 2",
-           "Table 2: SE of IIF for each drop percentage p (the paper printed no p = 6.25 row). " + _SPEEDUP_NOTE,
+           "Round savings of IIF for each drop percentage p (the paper printed no p = 6.25 row). " + _SE_NOTE,
            Runs("p_ablation", ABLATION_ENVS, (STANDARD, *IIF_AT_P), seeds=3), table2_p_ablation),
-    Output("table3_adam", "Table 3", "Table 3: training-efficiency gains of IIF with Adam. " + _SPEEDUP_NOTE,
+    Output("table3_adam", "Table 3", "Training-efficiency gains of IIF, both arms with Adam. " + _SE_NOTE + " " + _RT_NOTE,
            Runs("adam", ("minigrid", "lunarlander"), (STANDARD, IIF), seeds=3), table3_adam),
     Output("table4_final_return_ci", "Table 4",
-           "Table 4: 95 % t-interval over seeds of the paired final-return gain IIF − standard PPO "
+           "95 % t-interval over seeds of the paired final-return gain IIF − standard PPO "
            "(return of each run's last evaluated round).",
            Runs("main", ("minigrid", "lunarlander", "bipedalwalker"), (STANDARD, IIF), seeds=5),
            table4_final_return_ci),
     Output("table5_runtime", "Table 5",
-           "Table 5: wall-clock seconds, mean ± std over seeds. Per-round columns average the training "
+           "Wall-clock seconds, mean ± std over seeds. Per-round columns average the training "
            "rounds; totals are collection + influence + update without evaluation. 'To std peak' is IIF's "
            "time to reach standard PPO's peak return; RT_peak divides it by standard PPO's time to its peak "
            "(the paper divided by standard PPO's whole run).",
            Runs("main", MAIN_ENVS, (STANDARD, IIF), seeds=5), table5_runtime),
     Output("fig12_advantage_heuristics", "Fig. 12",
-           "Advantage heuristics H1 and H2 (same p as IIF) against IIF and standard PPO; "
-           "mean over seeds ± 95 % t-interval.",
+           "Advantage heuristics H1 and H2 (same p as IIF) against IIF and standard PPO. " + _CURVES_NOTE,
            Runs("heuristics", ("frozenlake", "minigrid"), (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2), seeds=3),
            learning_curves),
     Output("fig13_td_error", "Fig. 13",
-           "TD-error (PER-style) reweighting against IIF and standard PPO; mean over seeds ± 95 % t-interval.",
+           "TD-error (PER-style) reweighting against IIF and standard PPO. " + _CURVES_NOTE,
            Runs("heuristics", ("frozenlake", "lunarlander"), (STANDARD, IIF, TD_ERROR), seeds=3),
            learning_curves),
     Output("fig14_p_ablation", "Fig. 14",
-           "IIF with drop percentage p against standard PPO; mean over seeds ± 95 % t-interval.",
+           "IIF with drop percentage p against standard PPO. " + _CURVES_NOTE,
            Runs("p_ablation", ABLATION_ENVS, (STANDARD, *IIF_AT_P), seeds=3), learning_curves),
     Output("fig15_adam", "Fig. 15",
-           "IIF against standard PPO, both with Adam; mean over seeds ± 95 % t-interval.",
+           "IIF against standard PPO, both with Adam. " + _CURVES_NOTE,
            Runs("adam", ("minigrid", "lunarlander"), (STANDARD, IIF), seeds=3), learning_curves),
 )

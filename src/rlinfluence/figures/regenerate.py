@@ -22,7 +22,7 @@ def _make(output: Output, tidy: pd.DataFrame, out_dir: Path) -> list[Path]:
     stem = out_dir / output.name
     if isinstance(result, Figure):
         return save_figure(result, stem)
-    return save_table(result, stem, output.caption)
+    return save_table(result, stem, f"{output.title}: {output.caption}")
 
 
 def _remove_stale(output: Output, out_dir: Path) -> None:
@@ -34,13 +34,13 @@ def _remove_stale(output: Output, out_dir: Path) -> None:
 def _missing_report(missing: list[tuple[Output, list[str]]], unfinished: list[str]) -> str:
     lines = ["# Missing figures and tables", ""]
     if not missing:
-        lines.append("Every figure and table was made.")
+        lines += ["Every figure and table was made.", ""]
     for output, shortfalls in missing:
         lines += [f"## {output.title} (`{output.name}`)", "",
                   f"Make its runs with `{output.runs.command}`, then run `rlinfluence task=figures`.", "",
                   *(f"- {line}" for line in shortfalls), ""]
     if unfinished:
-        lines += ["", "## Runs without a DONE marker (not used)", "", *(f"- `{d}`" for d in unfinished)]
+        lines += ["## Runs without a DONE marker (not used)", "", *(f"- `{d}`" for d in unfinished), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -69,7 +69,7 @@ def regenerate(data_dir: str | Path, out_dir: str | Path,
     unfinished = []
     if runs_root is not None:
         refresh_tidy_csvs(runs_root, data_dir)
-        unfinished = [str(d.relative_to(runs_root)) for d in scan_runs(runs_root).unfinished]
+        unfinished = [d.relative_to(runs_root).as_posix() for d in scan_runs(runs_root).unfinished]
     tidy = load_tidy(data_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -1,0 +1,90 @@
+"""Round speed of our PPO and IIF against stock stable-baselines3 PPO, in one process.
+
+    python benchmarks/round_speed.py [--rounds 5] [--envs lunarlander frozenlake]
+
+Same hyperparameters on both sides (the env's paper settings: 2,048 records, batch 64, 10 epochs,
+SGD at the env's lr, max_grad_norm 0.5 as SB3's default, one env, one torch thread). Prints, per env,
+seconds per round and steps/s for SB3 PPO, our PPO and our IIF, their ratios, the share of an IIF
+round spent in influence scoring, and the time of one evaluation at the paper's 1,000 episodes.
+Needs the `bench` extra (stable-baselines3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import gymnasium as gym
+import torch
+from hydra import compose, initialize_config_dir
+
+from rlinfluence.cli import CONFIG_DIR
+from rlinfluence.round import Trainer
+
+
+def compose_config(overrides: list[str]):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+def our_rounds(env: str, method: str, rounds: int) -> tuple[float, float]:
+    """Median seconds per round (collect + influence + select + update) and median influence seconds."""
+    cfg = compose_config([f"env={env}", f"method={method}", "ppo.max_grad_norm=0.5", "eval.episodes=0",
+                          "logger=disabled"])
+    trainer = Trainer(cfg)
+    trainer.run_round(1)  # warm-up: first-call overheads (jvp tracing, allocator)
+    rows = [trainer.run_round(k) for k in range(2, rounds + 2)]
+    trainer.close()
+    stage_sum = [sum(r[f"time_{s}"] for s in ("collect", "influence", "select", "update")) for r in rows]
+    return statistics.median(stage_sum), statistics.median(r["time_influence"] for r in rows)
+
+
+def sb3_round(env: str, rounds: int) -> float:
+    from stable_baselines3 import PPO
+
+    cfg = compose_config([f"env={env}"])
+    # The bare env: SB3 one-hot encodes Discrete observations itself.
+    sb3_env = gym.make(cfg.env.id, **cfg.env.make_kwargs)
+    model = PPO("MlpPolicy", sb3_env, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=cfg.env.lr.sgd,
+                policy_kwargs={"optimizer_class": torch.optim.SGD}, device="cpu", seed=0, verbose=0)
+    model.learn(total_timesteps=2048)  # warm-up round
+    start = time.perf_counter()
+    model.learn(total_timesteps=rounds * 2048, reset_num_timesteps=False)
+    return (time.perf_counter() - start) / rounds
+
+
+def evaluation_seconds(env: str, episodes: int) -> tuple[float, float]:
+    cfg = compose_config([f"env={env}", f"eval.episodes={episodes}", "method=ppo", "logger=disabled"])
+    trainer = Trainer(cfg)
+    start = time.perf_counter()
+    result = trainer.evaluator.evaluate(trainer.model, 0)
+    elapsed = time.perf_counter() - start
+    trainer.close()
+    return elapsed, result["test_return"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--envs", nargs="+", default=["lunarlander", "frozenlake"])
+    parser.add_argument("--eval-episodes", type=int, default=1000)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
+    for env in args.envs:
+        sb3 = sb3_round(env, args.rounds)
+        ppo, _ = our_rounds(env, "ppo", args.rounds)
+        iif, influence = our_rounds(env, "iif", args.rounds)
+        eval_time, eval_return = evaluation_seconds(env, args.eval_episodes)
+        print(f"\n[{env}] 2048 records/round")
+        print(f"  SB3 PPO    {sb3:6.3f} s/round  {2048 / sb3:7.0f} steps/s")
+        print(f"  our PPO    {ppo:6.3f} s/round  {2048 / ppo:7.0f} steps/s   speed-up vs SB3 {sb3 / ppo:4.2f}x")
+        print(f"  our IIF    {iif:6.3f} s/round  {2048 / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
+        print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
+        print(f"  evaluation {eval_time:6.2f} s for {args.eval_episodes} episodes (initial policy, "
+              f"mean return {eval_return:.1f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Figures and tables from synthetic run directories written the way the training loop writes them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlinfluence.figures import regenerate, tidy_from_runs
+from rlinfluence.figures.outputs import OUTPUTS
+from rlinfluence.figures.render import latex_table
+from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
+
+# Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
+# standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,
+# so SE_ave = mean(0, 50, 33.3, 50) = 33.3 %, SE_peak = 50 %, final gain = 1.
+CURVES = {"ppo": [0, 1, 2, 3, 4], "iif": [0, 2, 4, 5, 5]}
+OTHER_CURVE = [0, 0.5, 1, 1.5, 2]
+# Seconds per training round. Std: 1 + 0 + 2 = 3 s, peak after 12 s. IIF: 1 + 0.5 + 1 = 2.5 s,
+# std peak reached at round 2 after 5 s: RT_peak = 1 − 5/12 = 58.3 %. Evaluation (7 s) never counts.
+TIMES = {"ppo": (1.0, 0.0, 2.0), "iif": (1.0, 0.5, 1.0)}
+
+
+def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: bool = True,
+              curve: list[float] | None = None) -> Path:
+    """One run directory following the core's contract (metrics.csv, summary.json, DONE)."""
+    method, _, p = tag.partition("-p")
+    method = method.split("-")[0]
+    curve = curve or [r + 10 * seed for r in CURVES.get(method, OTHER_CURVE)]
+    collect, influence, update = TIMES.get(method, (1.0, 0.0, 2.0))
+    run_dir = root / experiment / env / "sgd" / tag / f"seed{seed}"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text(f"seed: {seed}\n")
+    rounds = range(len(curve))
+    trained = [k > 0 for k in rounds]  # round 0 only evaluates the initial policy
+    pd.DataFrame({
+        "round": rounds, "env_steps": [2048 * k for k in rounds], "test_return": curve,
+        "test_return_sem": 0.1, "eval_episodes": 100, "n_records": 2048, "n_kept": 2000,
+        "n_negative": 100, "kept_fraction": 2000 / 2048, "policy_loss": 0.0, "value_loss": 0.0,
+        "entropy": 1.0, "approx_kl": 0.0, "clip_fraction": 0.0,
+        "time_collect": [collect * t for t in trained], "time_influence": [influence * t for t in trained],
+        "time_select": [0.1 * t for t in trained], "time_update": [update * t for t in trained],
+        "time_eval": 7.0,
+    }).to_csv(run_dir / "metrics.csv", index=False)
+    (run_dir / "summary.json").write_text(json.dumps({
+        "experiment": experiment, "env": env, "method": method, "method_tag": tag,
+        "p": float(p) if p else None, "optimizer": "sgd", "seed": seed, "rounds": len(curve) - 1,
+        "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
+    }))
+    if done:
+        (run_dir / "DONE").touch()
+    return run_dir
+
+
+def write_every_needed_run(root: Path) -> None:
+    needed = {(o.runs.experiment, env, arm.tag_for(env), seed)
+              for o in OUTPUTS for env in o.runs.envs for arm in o.runs.arms for seed in range(o.runs.seeds)}
+    for run in sorted(needed):
+        write_run(root, *run)
+
+
+def table(out_dir: Path, name: str) -> pd.DataFrame:
+    """A written Markdown table back as strings (skipping the caption)."""
+    lines = [line for line in (out_dir / f"{name}.md").read_text().splitlines() if line.startswith("|")]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    return pd.DataFrame(cells[2:], columns=cells[0])
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Every needed run under runs/, regenerated once: (results, data_dir, out_dir)."""
+    root = tmp_path_factory.mktemp("repo")
+    write_every_needed_run(root / "runs")
+    results = regenerate(root / "data", root / "out", runs_root=root / "runs")
+    return results, root / "data", root / "out"
+
+
+FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_error", "fig14_p_ablation",
+           "fig15_adam"]
+TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime"]
+
+
+def test_every_output_is_made_with_its_files(made):
+    results, _, out_dir = made
+    assert sorted(name for name, status, _ in results if status == "made") == sorted(FIGURES + TABLES)
+    expected = {f"{name}{suffix}" for name in FIGURES for suffix in (".png", ".pdf")} | \
+               {f"{name}{suffix}" for name in TABLES for suffix in (".md", ".tex")}
+    assert set(files(out_dir)) == expected | {"MISSING.md", "INDEX.md"}
+    assert all(size > 0 for size in map(len, files(out_dir).values()))
+    assert "Every figure and table was made." in (out_dir / "MISSING.md").read_text()
+
+
+def test_tidy_csvs_hold_one_row_per_run_and_round(made):
+    _, data_dir, _ = made
+    assert sorted(p.name for p in data_dir.iterdir()) == ["adam.csv", "heuristics.csv", "main.csv",
+                                                          "p_ablation.csv"]
+    main = pd.read_csv(data_dir / "main.csv")
+    assert list(main.columns) == TIDY_COLUMNS
+    assert len(main) == 6 * 3 * 5 * 5  # envs × methods × seeds × rounds (0..4)
+
+
+MAIN_ENV_TITLES = ["FrozenLake", "Acrobot", "MiniGrid", "Highway", "LunarLander", "BipedalWalker"]
+
+
+@pytest.mark.parametrize("name, row_keys", [
+    ("fig6b_efficiency", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
+    ("table2_p_ablation", [(env, p, source) for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
+                           for p in ["6.25", "12.5", "25", "50", "100"] for source in ("ours", "paper")]),
+    ("table3_adam", [(env, source) for env in ["MiniGrid", "LunarLander"] for source in ("ours", "paper")]),
+    ("table4_final_return_ci", [("MiniGrid",), ("LunarLander",), ("BipedalWalker",)]),
+    ("table5_runtime", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
+])
+def test_table_rows(made, name, row_keys):
+    rows = table(made[2], name)
+    keys = [c for c in ("Env", "p (%)", "Source") if c in rows.columns]
+    assert [tuple(r) for r in rows[keys].itertuples(index=False)] == row_keys
+
+
+def test_efficiency_table_values(made):
+    rows = table(made[2], "fig6b_efficiency").set_index(["Env", "Source"])
+    ours, theirs = rows.loc[("FrozenLake", "ours")], rows.loc[("FrozenLake", "paper")]
+    assert ours[["Seeds", "SE_ave (%)", "SE_peak (%)", "RT_peak (%)", "Unreached levels"]].tolist() == [
+        "5", "33.3 ± 0.0", "50.0 ± 0.0", "58.3 ± 0.0", "0 / 20"]
+    assert theirs[["Seeds", "SE_ave (%)", "Unreached levels"]].tolist() == ["5", "34.0 ± 2.0", "—"]
+
+
+def test_p_ablation_paper_has_no_p_6_25_row(made):
+    rows = table(made[2], "table2_p_ablation").set_index(["Env", "p (%)", "Source"])
+    assert rows.loc[("MiniGrid", "6.25", "paper"), "SE_ave (%)"] == "—"
+    assert rows.loc[("MiniGrid", "12.5", "paper"), "SE_ave (%)"] == "67.5 ± 5.1"
+    assert rows.loc[("MiniGrid", "12.5", "ours"), "SE_ave (%)"] == "33.3 ± 0.0"
+
+
+def test_final_return_ci_and_runtime_values(made):
+    ci = table(made[2], "table4_final_return_ci").set_index("Env")
+    assert ci.loc["LunarLander"].tolist() == ["5", "1.00", "[1.00, 1.00]", "[22.54, 130.52]"]
+    runtime = table(made[2], "table5_runtime").set_index(["Env", "Source"]).loc[("Acrobot", "ours")]
+    assert runtime.tolist() == ["5", "0.50 ± 0.00", "1.00 ± 0.00", "2.00 ± 0.00", "10.00 ± 0.00",
+                                "12.00 ± 0.00", "5.00 ± 0.00", "58.33 ± 0.00"]
+
+
+def test_regenerating_from_the_committed_csvs_is_byte_identical(made, tmp_path):
+    _, data_dir, out_dir = made
+    regenerate(data_dir, tmp_path / "fresh_clone")
+    assert files(tmp_path / "fresh_clone") == files(out_dir)
+
+
+def test_a_missing_experiment_is_reported_and_its_stale_files_removed(made, tmp_path):
+    _, data_dir, out_dir = made
+    shutil.copytree(data_dir, tmp_path / "data")
+    (tmp_path / "data" / "adam.csv").unlink()
+    shutil.copytree(out_dir, tmp_path / "out")  # an earlier regeneration that still had the Adam runs
+    results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out")}
+    assert [name for name, status in results.items() if status == "missing"] == ["table3_adam", "fig15_adam"]
+    missing = (tmp_path / "out" / "MISSING.md").read_text()
+    assert "`rlinfluence -m +experiment=adam`" in missing and "adam/minigrid" in missing
+    assert not list((tmp_path / "out").glob("table3_adam.*")) and not list((tmp_path / "out").glob("fig15_adam.*"))
+
+
+def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
+    tidy = load_tidy(made[1])
+    one_seed_short = tidy[~((tidy["experiment"] == "main") & (tidy["env"] == "minigrid")
+                           & (tidy["method_tag"] == "random-p12.5") & (tidy["seed"] == 4))]
+    fig6a = next(o for o in OUTPUTS if o.name == "fig6a_learning_curves")
+    shortfalls = fig6a.runs.shortfalls(one_seed_short)
+    assert len(shortfalls) == 1
+    assert "main/minigrid" in shortfalls[0] and "has 4 in common" in shortfalls[0] and "random-p12.5 4" in shortfalls[0]
+
+
+def test_unfinished_runs_are_skipped_and_listed(tmp_path):
+    finished = write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
+    unfinished = write_run(tmp_path / "runs", "main", "acrobot", "iif-p50", seed=0, done=False)
+    scan = scan_runs(tmp_path / "runs")
+    assert (scan.finished, scan.unfinished) == ([finished], [unfinished])
+    assert set(tidy_from_runs(tmp_path / "runs")["method_tag"]) == {"ppo"}
+    results = regenerate(tmp_path / "data", tmp_path / "out", runs_root=tmp_path / "runs")
+    assert {status for _, status, _ in results} == {"missing"}
+    assert "main/acrobot/sgd/iif-p50/seed0" in (tmp_path / "out" / "MISSING.md").read_text()
+
+
+def test_refreshing_replaces_runs_on_disk_and_keeps_the_others(tmp_path):
+    write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=0)
+    write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=1)
+    refresh_tidy_csvs(tmp_path / "old", tmp_path / "data")
+    # Seed 0 is rerun with different results; seed 1's run directory is not on this machine.
+    write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, curve=[0, 9, 9, 9, 9])
+    refresh_tidy_csvs(tmp_path / "new", tmp_path / "data")
+    tidy = load_tidy(tmp_path / "data")
+    assert tidy.groupby("seed")["test_return"].max().to_dict() == {0: 9.0, 1: 14.0}
+
+
+def test_latex_tables_escape_what_latex_would_misread():
+    latex = latex_table(pd.DataFrame({"SE_ave (%)": ["33.3 ± 0.0"]}), "Gain of IIF − std", label="tab:x")
+    assert r"SE\_ave (\%)" in latex and r"33.3 $\pm$ 0.0" in latex and r"IIF $-$ std" in latex

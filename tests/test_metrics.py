@@ -1,0 +1,139 @@
+"""Efficiency metrics on hand-made curves whose answers are worked out by hand in the comments."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlinfluence import metrics
+
+NAN = float("nan")
+
+
+class TestFirstRoundReaching:
+    def test_tie_counts_as_reaching(self):
+        assert metrics.first_round_reaching([0, 1, 3, 3], 3) == 2
+
+    def test_round_zero_is_not_searched(self):
+        # The initial policy is shared by both arms; reaching a level there is no speed-up.
+        assert metrics.first_round_reaching([5, 1, 5], 5) == 2
+
+    def test_never_reaching_gives_none(self):
+        assert metrics.first_round_reaching([0, 1, 2], 2.5) is None
+
+    def test_unevaluated_rounds_are_skipped(self):
+        assert metrics.first_round_reaching([0, NAN, NAN, 4], 1) == 3
+
+
+class TestLevels:
+    def test_running_maximum_records_after_round_zero(self):
+        # Round 2 dips, round 3 ties the best so far (no new level), round 4 is a record.
+        levels, rounds = metrics.se_levels([1, 2, 0, 2, 5])
+        np.testing.assert_array_equal(levels, [2, 5])
+        np.testing.assert_array_equal(rounds, [1, 4])
+
+    def test_a_level_must_beat_the_initial_policy(self):
+        levels, rounds = metrics.se_levels([3, 1, 2, 4])
+        np.testing.assert_array_equal(levels, [4])
+        np.testing.assert_array_equal(rounds, [3])
+
+    def test_unevaluated_rounds_set_no_level(self):
+        levels, rounds = metrics.se_levels([NAN, NAN, 1, NAN, 2])
+        np.testing.assert_array_equal(rounds, [2, 4])
+
+
+class TestSpeedup:
+    STD = [0, 1, 2, 3, 4]  # levels 1, 2, 3, 4 reached at rounds 1, 2, 3, 4
+
+    def test_known_reductions(self):
+        # IIF reaches 1 and 2 at round 1, 3 and 4 at round 2: reductions 0, 50, 33.3, 50 %.
+        iif = [0, 2, 4, 4, 4]
+        reductions = metrics.level_reductions(self.STD, iif)
+        np.testing.assert_allclose(reductions.reductions, [0, 50, 100 / 3, 50])
+        assert reductions.n_unreached == 0
+        assert metrics.se_ave(self.STD, iif) == pytest.approx((0 + 50 + 100 / 3 + 50) / 4)
+        assert metrics.se_peak(self.STD, iif) == pytest.approx(50)
+
+    def test_unreached_level_counts_as_zero_and_is_counted(self):
+        # Never reaches 3 or 4: reductions 0 (level 1 at round 1), 50 (level 2 at 1), 0, 0.
+        iif = [0, 2, 2, 2, 2]
+        reductions = metrics.level_reductions(self.STD, iif)
+        assert reductions.n_unreached == 2
+        np.testing.assert_array_equal(reductions.reached, [True, True, False, False])
+        assert metrics.se_ave(self.STD, iif) == pytest.approx(12.5)
+        assert metrics.se_peak(self.STD, iif) == 0.0
+
+    def test_slower_method_has_negative_reduction(self):
+        # Reaches the peak 4 at round 6 instead of 4: 1 − 6/4 = −50 %.
+        assert metrics.se_peak(self.STD, [0, 0, 0, 0, 0, 0, 4]) == pytest.approx(-50)
+
+    def test_shorter_method_curve(self):
+        # A 2-round IIF run: levels 1, 2 reached at round 1; 3, 4 never. Reductions 0, 50, 0, 0.
+        reductions = metrics.level_reductions(self.STD, [0, 2, 2])
+        np.testing.assert_allclose(reductions.method_rounds, [1, 1, NAN, NAN])
+        assert metrics.se_ave(self.STD, [0, 2, 2]) == pytest.approx(12.5)
+
+    def test_longer_method_curve(self):
+        # Levels still come from the standard curve; the method is searched over all its rounds:
+        # the peak 2 (std round 2) is reached at round 4, 1 − 4/2 = −100 %.
+        assert metrics.se_peak([0, 1, 2], [0, 0, 0, 0, 2]) == pytest.approx(-100)
+
+    def test_ties_with_a_level_reach_it(self):
+        assert metrics.se_ave([0, 1, 2], [0, 2, 2]) == pytest.approx(25)  # levels 1, 2 both at round 1
+
+    def test_standard_that_never_improves_has_no_levels(self):
+        assert math.isnan(metrics.se_ave([3, 2, 3], [3, 4, 5]))
+        assert math.isnan(metrics.se_peak([3, 2, 3], [3, 4, 5]))
+        assert math.isnan(metrics.rt_peak([3, 2, 3], [0, 1, 1], [3, 4, 5], [0, 1, 1]))
+
+
+class TestRuntime:
+    def test_training_time_excludes_evaluation(self):
+        frame = pd.DataFrame({"time_collect": [0, 1.0], "time_influence": [0, 0.5],
+                              "time_update": [0, 2.0], "time_eval": [9.0, 9.0]})
+        np.testing.assert_allclose(metrics.training_time(frame), [0, 3.5])
+
+    def test_rt_peak_with_known_times(self):
+        # Std peak 4 at round 4 after 4 × 3 s = 12 s. IIF reaches it at round 2 after 2 × 2.5 s = 5 s.
+        std_times = [0, 3, 3, 3, 3]
+        iif, iif_times = [0, 2, 4, 4, 4], [0, 2.5, 2.5, 2.5, 2.5]
+        assert metrics.time_to_reach(iif, iif_times, 4) == pytest.approx(5)
+        assert metrics.rt_peak(TestSpeedup.STD, std_times, iif, iif_times) == pytest.approx((1 - 5 / 12) * 100)
+
+    def test_rt_peak_can_differ_from_se_peak(self):
+        # Same rounds to the peak, but IIF rounds are cheaper: SE_peak 0 %, RT_peak 1 − 4/8 = 50 %.
+        std, times_std, times_iif = [0, 1, 2], [0, 4, 4], [0, 2, 2]
+        assert metrics.se_peak(std, std) == 0
+        assert metrics.rt_peak(std, times_std, std, times_iif) == pytest.approx(50)
+
+    def test_unreached_peak_counts_as_zero(self):
+        assert metrics.rt_peak([0, 1, 2], [0, 1, 1], [0, 1, 1, 1], [0, 1, 1, 1]) == 0.0
+        assert math.isnan(metrics.time_to_reach([0, 1, 1], [0, 1, 1], 2))
+
+    def test_times_must_match_the_curve(self):
+        with pytest.raises(ValueError, match="round_times"):
+            metrics.time_to_reach([0, 1, 2], [0, 1], 1)
+
+
+class TestFinalReturnCI:
+    def test_paired_t_interval(self):
+        # Gains 1..5: mean 3, s = √2.5, half-width = t_{0.975,4} · s/√5 = 2.776 · 0.7071.
+        ci = metrics.final_return_ci([11, 12, 13, 14, 15], [10, 10, 10, 10, 10])
+        assert (ci.mean, ci.n) == (3.0, 5)
+        assert ci.high - ci.mean == pytest.approx(2.776 * math.sqrt(2.5 / 5), abs=1e-3)
+        assert ci.mean - ci.low == pytest.approx(ci.high - ci.mean)
+
+    def test_pairing_cancels_a_shared_seed_effect(self):
+        # Seeds differ wildly but IIF is always exactly 2 better: a zero-width interval at 2.
+        std = np.array([-100.0, 0.0, 50.0])
+        ci = metrics.final_return_ci(std + 2, std)
+        assert (ci.low, ci.mean, ci.high) == pytest.approx((2, 2, 2))
+
+    def test_one_seed_has_no_interval(self):
+        ci = metrics.final_return_ci([1.0], [0.0])
+        assert ci.mean == 1.0 and math.isnan(ci.low) and math.isnan(ci.high)
+
+    def test_unpaired_lengths_are_rejected(self):
+        with pytest.raises(ValueError, match="paired"):
+            metrics.final_return_ci([1, 2, 3], [1, 2])
