@@ -116,7 +116,7 @@ class FiguresConfig:
 @dataclass
 class Config:
     task: str = "train"  # train | figures
-    experiment: str = "default"
+    experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"
     force: bool = False  # rerun a finished run from scratch

@@ -133,7 +133,7 @@ class Trainer:
 def _summary(cfg: DictConfig, rounds_completed: int, last_row: dict[str, Any] | None, done: bool) -> dict[str, Any]:
     final = last_row["test_return"] if last_row else NAN
     return {
-        "experiment": cfg.experiment, "env": cfg.env.name, "method": cfg.method.name,
+        "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
         "method_tag": method_tag(cfg.method), "p": cfg.method.p, "optimizer": cfg.optimizer.name,
         "seed": cfg.seed, "rounds": cfg.env.rounds, "rounds_completed": rounds_completed,
         "final_test_return": None if final is None or math.isnan(final) else final, "done": done,

@@ -48,7 +48,7 @@ class WandbMirror:
 
             self.run = wandb.init(
                 project=cfg.logger.project, entity=cfg.logger.entity,
-                group=cfg.logger.group or f"{cfg.experiment}/{cfg.env.name}", name=run_name,
+                group=cfg.logger.group or f"{cfg.experiment_name}/{cfg.env.name}", name=run_name,
                 tags=list(cfg.logger.tags), mode=cfg.logger.mode, dir=str(run_dir),
                 # The same run dir always maps to the same W&B run id, so a resumed run continues it.
                 id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16], resume="allow",

@@ -1,6 +1,6 @@
 """Deterministic run directories: the same overrides always map to the same folder.
 
-runs/<experiment>/<env>/<optimizer>/<method_tag>/seed<seed>/ — so a rerun resumes or skips, and
+runs/<experiment_name>/<env>/<optimizer>/<method_tag>/seed<seed>/ — so a rerun resumes or skips, and
 figure scripts find runs without a database. Hydra's run and sweep dirs use the `method_tag`
 resolver registered here.
 """
@@ -26,7 +26,7 @@ def relative_run_dir(cfg: DictConfig) -> Path:
 
 
 def run_dir(cfg: DictConfig) -> Path:
-    return Path(cfg.runs_root) / cfg.experiment / relative_run_dir(cfg)
+    return Path(cfg.runs_root) / cfg.experiment_name / relative_run_dir(cfg)
 
 
 def is_done(path: Path) -> bool:

@@ -277,9 +277,9 @@ def table5_runtime(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the catalogue
 
 _CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
-_SE_NOTE = ("Each seed is compared with standard PPO of the same seed, then mean ± std over seeds. Levels are "
-            "the running-maximum records of the standard curve after round 0; a level the method never "
-            "reaches counts as 0 % ('Unreached levels' says how often).")
+_SE_NOTE = ("Each seed is compared with standard PPO of the same seed, then mean ± std over seeds. "
+            "Levels are the running-maximum records of the standard curve after round 0; a level the "
+            "method never reaches counts as 0 % ('Unreached levels' says how often).")
 _RT_NOTE = "RT_peak counts collection + influence + update time, not evaluation."
 
 OUTPUTS: tuple[Output, ...] = (
@@ -291,7 +291,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output("table2_p_ablation", "Table 2",
            "Round savings of IIF for each drop percentage p (the paper printed no p = 6.25 row). " + _SE_NOTE,
            Runs("p_ablation", ABLATION_ENVS, (STANDARD, *IIF_AT_P), seeds=3), table2_p_ablation),
-    Output("table3_adam", "Table 3", "Training-efficiency gains of IIF, both arms with Adam. " + _SE_NOTE + " " + _RT_NOTE,
+    Output("table3_adam", "Table 3",
+           "Training-efficiency gains of IIF, both arms with Adam. " + _SE_NOTE + " " + _RT_NOTE,
            Runs("adam", ("minigrid", "lunarlander"), (STANDARD, IIF), seeds=3), table3_adam),
     Output("table4_final_return_ci", "Table 4",
            "95 % t-interval over seeds of the paired final-return gain IIF − standard PPO "
@@ -306,7 +307,8 @@ OUTPUTS: tuple[Output, ...] = (
            Runs("main", MAIN_ENVS, (STANDARD, IIF), seeds=5), table5_runtime),
     Output("fig12_advantage_heuristics", "Fig. 12",
            "Advantage heuristics H1 and H2 (same p as IIF) against IIF and standard PPO. " + _CURVES_NOTE,
-           Runs("heuristics", ("frozenlake", "minigrid"), (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2), seeds=3),
+           Runs("heuristics", ("frozenlake", "minigrid"), (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2),
+                seeds=3),
            learning_curves),
     Output("fig13_td_error", "Fig. 13",
            "TD-error (PER-style) reweighting against IIF and standard PPO. " + _CURVES_NOTE,

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlinfluence.rundir import DONE
+
 log = logging.getLogger(__name__)
 
 RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "seed"]
@@ -37,8 +39,8 @@ def scan_runs(runs_root: str | Path) -> RunScan:
     root = Path(runs_root)
     run_dirs = sorted({p.parent for name in ("metrics.csv", "summary.json") for p in root.rglob(name)})
     return RunScan(
-        finished=[d for d in run_dirs if (d / "DONE").exists()],
-        unfinished=[d for d in run_dirs if not (d / "DONE").exists()],
+        finished=[d for d in run_dirs if (d / DONE).exists()],
+        unfinished=[d for d in run_dirs if not (d / DONE).exists()],
     )
 
 
@@ -55,10 +57,9 @@ def sort_tidy(tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
-    clashes = tidy.drop_duplicates(RUN_COLUMNS).duplicated(RUN_KEY, keep=False)
-    if clashes.any():
-        runs = tidy.drop_duplicates(RUN_COLUMNS)[clashes]
-        raise ValueError(f"{where}: several runs share experiment/env/method_tag/seed:\n{runs.to_string()}")
+    clashes = tidy[tidy.duplicated(RUN_KEY + ["round"], keep=False)].drop_duplicates(RUN_COLUMNS)
+    if len(clashes):
+        raise ValueError(f"{where}: several runs share experiment/env/method_tag/seed:\n{clashes.to_string()}")
 
 
 def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
