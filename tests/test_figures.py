@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
-from rlinfluence.figures import regenerate, tidy_from_runs
+from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures.outputs import OUTPUTS
 from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
@@ -159,7 +160,7 @@ def test_a_missing_experiment_is_reported_and_its_stale_files_removed(made, tmp_
     assert [name for name, status in results.items() if status == "missing"] == ["table3_adam", "fig15_adam"]
     missing = (tmp_path / "out" / "MISSING.md").read_text()
     assert "`rlinfluence -m +experiment=adam`" in missing and "adam/minigrid" in missing
-    assert not list((tmp_path / "out").glob("table3_adam.*")) and not list((tmp_path / "out").glob("fig15_adam.*"))
+    assert not [p for p in (tmp_path / "out").iterdir() if p.stem in ("table3_adam", "fig15_adam")]
 
 
 def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
@@ -169,7 +170,8 @@ def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
     fig6a = next(o for o in OUTPUTS if o.name == "fig6a_learning_curves")
     shortfalls = fig6a.runs.shortfalls(one_seed_short)
     assert len(shortfalls) == 1
-    assert "main/minigrid" in shortfalls[0] and "has 4 in common" in shortfalls[0] and "random-p12.5 4" in shortfalls[0]
+    assert "main/minigrid" in shortfalls[0]
+    assert "has 4 in common" in shortfalls[0] and "random-p12.5 4" in shortfalls[0]
 
 
 def test_unfinished_runs_are_skipped_and_listed(tmp_path):
@@ -197,3 +199,27 @@ def test_refreshing_replaces_runs_on_disk_and_keeps_the_others(tmp_path):
 def test_latex_tables_escape_what_latex_would_misread():
     latex = latex_table(pd.DataFrame({"SE_ave (%)": ["33.3 ± 0.0"]}), "Gain of IIF − std", label="tab:x")
     assert r"SE\_ave (\%)" in latex and r"33.3 $\pm$ 0.0" in latex and r"IIF $-$ std" in latex
+
+
+def test_main_from_config_reads_the_figures_node(tmp_path):
+    write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
+    cfg = OmegaConf.create({"figures": {"data_dir": str(tmp_path / "data"), "out_dir": str(tmp_path / "out"),
+                                        "runs_root": str(tmp_path / "runs")}})
+    results = main_from_config(cfg)
+    assert [name for name, _, _ in results] == [o.name for o in OUTPUTS]
+    assert (tmp_path / "data" / "main.csv").exists() and (tmp_path / "out" / "MISSING.md").exists()
+
+
+def test_paper_table5_rt_peak_is_its_time_to_peak_over_the_whole_standard_run():
+    # paper-spec §6: the paper's RT_peak column is 1 − (IIF time to peak) / (standard total time);
+    # this guards the transcription of the Table 5 numbers.
+    for row in paper.TABLE5.values():
+        rt_peak = (1 - row["to_peak_iif"][0] / row["total_std"][0]) * 100
+        assert rt_peak == pytest.approx(row["RT_peak"][0], abs=0.2)
+
+
+def test_two_runs_claiming_the_same_seed_are_an_error(tmp_path):
+    write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
+    shutil.copytree(tmp_path / "runs" / "main", tmp_path / "runs" / "backup" / "main")
+    with pytest.raises(ValueError, match="several runs share"):
+        tidy_from_runs(tmp_path / "runs")

@@ -99,7 +99,8 @@ class TestRuntime:
         std_times = [0, 3, 3, 3, 3]
         iif, iif_times = [0, 2, 4, 4, 4], [0, 2.5, 2.5, 2.5, 2.5]
         assert metrics.time_to_reach(iif, iif_times, 4) == pytest.approx(5)
-        assert metrics.rt_peak(TestSpeedup.STD, std_times, iif, iif_times) == pytest.approx((1 - 5 / 12) * 100)
+        expected = (1 - 5 / 12) * 100
+        assert metrics.rt_peak(TestSpeedup.STD, std_times, iif, iif_times) == pytest.approx(expected)
 
     def test_rt_peak_can_differ_from_se_peak(self):
         # Same rounds to the peak, but IIF rounds are cheaper: SE_peak 0 %, RT_peak 1 − 4/8 = 50 %.

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlinfluence.config import EnvConfig
-from rlinfluence.envs import make_env, to_env_action
+from rlinfluence.envs import make_env, state_key_function, to_env_action
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
 
@@ -25,6 +25,7 @@ class TrainEnvs:
         self.seed_rngs = [np.random.default_rng(child) for child in seed_seq.spawn(env_cfg.n_envs)]
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
+        self.state_key = state_key_function(env_cfg)  # None: the env exposes no discrete state
         n = len(self.envs)
         self.obs: list[np.ndarray] = [None] * n  # type: ignore[list-item]
         self.episode_seeds = [0] * n
@@ -88,9 +89,12 @@ def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: fl
     rewards, dones = np.zeros((n_steps, n_envs), np.float32), np.zeros((n_steps, n_envs), np.float32)
     truncations: list[tuple[int, int, np.ndarray]] = []  # (t, env, final obs) to bootstrap from
     noise = model.action_head.draw_noise((n_steps, n_envs), generator)
+    state_keys = np.zeros((n_steps, n_envs), np.int64) if envs.state_key else None
 
     for t in range(n_steps):
         obs_buf[t] = np.stack(envs.obs)
+        if state_keys is not None:
+            state_keys[t] = [envs.state_key(env) for env in envs.envs]
         actions_buf[t] = model.sample_actions(torch.as_tensor(obs_buf[t]), noise[t]).numpy()
         for i in range(n_envs):
             rewards[t, i], terminated, truncated, final_obs = envs.step(i, actions_buf[t, i])
@@ -117,4 +121,5 @@ def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: fl
         values=env_major(values), rewards=env_major(rewards), dones=env_major(dones),
         advantages=env_major(advantages), returns=env_major(advantages + values), deltas=env_major(deltas),
         env_index=env_major(env_index.copy()), step=env_major(steps.copy()),
+        state_keys=None if state_keys is None else env_major(state_keys),
     )

@@ -48,12 +48,16 @@ class EnvConfig:
     eval_episodes: int = 1000  # the paper's evaluation episodes per round
     network: NetworkConfig = field(default_factory=NetworkConfig)
     lr: LearningRates = field(default_factory=LearningRates)
+    # A name in envs.STATE_KEYS for envs with a small discrete state (FrozenLake, MiniGrid): the
+    # collector then stores each record's state id, which Monte-Carlo advantages group by.
+    state_key: Optional[str] = None
 
 
 @dataclass
 class MethodConfig:
     name: str = "ppo"
     p: Optional[float] = None  # percent of the negative-influence records to drop
+    variant: Optional[str] = None  # a method's sub-rule, e.g. advantage: h1 | h2
 
 
 @dataclass
@@ -104,6 +108,7 @@ class LoggerConfig:
     entity: Optional[str] = None
     group: Optional[str] = None
     tags: list[str] = field(default_factory=list)
+    init_timeout: float = 90.0  # seconds W&B may take to start (online without network) before it is skipped
 
 
 @dataclass

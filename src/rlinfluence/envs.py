@@ -6,6 +6,7 @@ never asks which env it runs.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import gymnasium as gym
@@ -46,9 +47,75 @@ def _minigrid_image(env: gym.Env) -> gym.Env:
     return ChannelFirstImage(ImgObsWrapper(env))
 
 
+def _atari(env: gym.Env) -> gym.Env:
+    """The standard Atari preprocessing (Mnih et al. 2015; rl-zoo's AtariWrapper + frame_stack 4):
+    no-op starts, 4-frame skip with max-pooling, 84x84 grayscale, 4 stacked frames, uint8, channel-first.
+    The env must not skip frames itself (use the *NoFrameskip-v4 ids)."""
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
+                             grayscale_obs=True)
+    return FrameStackObservation(env, 4)  # stacks on a new leading axis: (4, 84, 84)
+
+
+@functools.cache
+def _numpy_kinematics_class() -> type:
+    """Built on first use, so importing this module does not import highway-env (and pandas)."""
+    from highway_env.envs.common.observation import KinematicObservation
+
+    class NumpyKinematics(KinematicObservation):
+        def observe(self) -> np.ndarray:
+            if not self.env.road:
+                return super().observe()
+            ego = self.observer_vehicle
+            others = self.env.road.close_objects_to(
+                ego, self.env.PERCEPTION_DISTANCE, count=self.vehicles_count - 1, see_behind=self.see_behind,
+                sort=self.order == "sorted", vehicles_only=not self.include_obstacles)
+            origin = ego if not self.absolute else None
+            rows = [ego.to_dict()] + [v.to_dict(origin, observe_intentions=self.observe_intentions)
+                                      for v in others[-self.vehicles_count + 1:]]
+            columns = {f: np.array([row[f] for row in rows], np.float64) for f in self.features}
+            if self.normalize:  # the present rows only; missing rows are zero-padded after, as upstream
+                columns = self.normalize_obs(columns)
+            obs = np.zeros((self.vehicles_count, len(self.features)))
+            obs[:len(rows)] = np.stack([columns[f] for f in self.features], axis=1)
+            if self.order == "shuffled":
+                self.env.np_random.shuffle(obs[1:])
+            return obs.astype(self.space().dtype)
+
+    return NumpyKinematics
+
+
+class NumpyKinematicsObservation(gym.Wrapper):
+    """highway-env's Kinematics observation, built with numpy instead of pandas.
+
+    The library assembles each 5x5 observation through DataFrames: about 40 % of a highway-v0 step
+    (vehicles_count 10, 5 Hz). The replacement builds the same rows with numpy and normalises them
+    with the library's own `normalize_obs`; observations are bit-identical (tests/test_envs.py).
+    highway-env recreates its observation object on every reset (`define_spaces`), so the swap
+    hooks that method of this env instance only; the library's classes are left untouched.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        numpy_kinematics = _numpy_kinematics_class()
+        base = env.unwrapped
+        library_define_spaces = base.define_spaces
+
+        def define_spaces() -> None:
+            library_define_spaces()
+            if type(base.observation_type) is numpy_kinematics.__base__:
+                base.observation_type = numpy_kinematics(base, **base.config["observation"])
+
+        base.define_spaces = define_spaces
+        define_spaces()
+
+
 WRAPPERS: dict[str, Callable[[gym.Env], gym.Env]] = {
     "one_hot": OneHotObservation,
     "minigrid_image": _minigrid_image,
+    "atari": _atari,
+    "highway_numpy_obs": NumpyKinematicsObservation,
 }
 
 
@@ -61,8 +128,54 @@ def make_env(env_cfg: EnvConfig) -> gym.Env:
     return env
 
 
+# ---------------------------------------------------------------- discrete state keys
+# Monte-Carlo advantages (the `advantage` baselines) average returns over all records that share a
+# state. The observation is not always that state (MiniGrid's egocentric view looks the same from
+# many cells), so an env names a function of its true simulator state here (`env.state_key`), and
+# the collector stores one int64 id per record.
+
+
+def _toy_text_state(env: gym.Env) -> int:
+    """FrozenLake, CliffWalking, Taxi: the integer state the one-hot observation encodes."""
+    return int(env.unwrapped.s)
+
+
+def _minigrid_pose(env: gym.Env) -> int:
+    """MiniGrid tasks whose only changing state is the agent: its cell and heading (4 directions)."""
+    base = env.unwrapped
+    x, y = base.agent_pos
+    return (int(x) * base.height + int(y)) * 4 + int(base.agent_dir)
+
+
+STATE_KEYS: dict[str, Callable[[gym.Env], int]] = {
+    "toy_text_state": _toy_text_state,
+    "minigrid_pose": _minigrid_pose,
+}
+
+
+def state_key_function(env_cfg: EnvConfig) -> Callable[[gym.Env], int] | None:
+    """The env's state-key function, or None when it exposes no discrete state."""
+    if env_cfg.state_key is None:
+        return None
+    if env_cfg.state_key not in STATE_KEYS:
+        raise ValueError(f"env.state_key: {env_cfg.state_key!r} is not one of: {', '.join(STATE_KEYS)}")
+    return STATE_KEYS[env_cfg.state_key]
+
+
 def to_env_action(action_space: gym.Space, action: np.ndarray):
     """Discrete: the index. Box: clipped to the bounds (the unclipped sample is what is recorded)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return int(action)
     return np.clip(action, action_space.low, action_space.high)
+
+
+def envs_with_state_key() -> list[str]:
+    """The `env=` options whose config sets env.state_key (for error messages)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from rlinfluence.cli import CONFIG_DIR
+
+    return sorted(path.stem for path in (Path(CONFIG_DIR) / "env").glob("*.yaml")
+                  if OmegaConf.select(OmegaConf.load(path), "env.state_key") is not None)

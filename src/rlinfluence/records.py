@@ -25,6 +25,7 @@ class RolloutBuffer:
     deltas: torch.Tensor  # one-step TD errors r + γV(s') − V(s) at θ_k
     env_index: torch.Tensor  # which training env produced the record
     step: torch.Tensor  # the step t within the round
+    state_keys: torch.Tensor | None = None  # int64 id of the true state s (env.state_key); None if the env has none
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -35,7 +36,14 @@ class RolloutBuffer:
 
     def take(self, ids: torch.Tensor | np.ndarray) -> "RolloutBuffer":
         index = torch.as_tensor(ids, dtype=torch.long)
-        return RolloutBuffer(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        return RolloutBuffer(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
+                                for f in fields(self)})
+
+    def time_major(self, values: torch.Tensor) -> np.ndarray:
+        """Per-record values back on the (T, n_envs) grid they were collected on."""
+        grid = np.zeros((int(self.step.max()) + 1, int(self.env_index.max()) + 1), np.float64)
+        grid[self.step.numpy(), self.env_index.numpy()] = values.numpy()
+        return grid
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last_values: np.ndarray,
@@ -52,6 +60,22 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last
         running = deltas[t] + gamma * gae_lambda * not_done * running
         advantages[t] = running
     return advantages, deltas
+
+
+def discounted_returns_to_go(buffer: RolloutBuffer, gamma: float) -> np.ndarray:
+    """Monte-Carlo return of each record: Σ_j γ^j r_{t+j} to the end of its episode, per record id.
+
+    `rewards` already carry γ·V(final obs) at time-limit truncations (the collector folds it in), and an
+    episode still running at the buffer's end is bootstrapped the same way, with γ·V(s_T) of the
+    state after the last step. Neither end is a real termination, and cutting them to 0 would bias
+    returns down by how close a record sits to the round's end. V(s_T) is recovered from that step's
+    TD error, δ = r + γV(s_T)(1 − done) − V(s), so the buffer needs no extra field.
+    """
+    rewards, dones = buffer.time_major(buffer.rewards), buffer.time_major(buffer.dones)
+    last_values = (buffer.time_major(buffer.deltas)[-1] - rewards[-1] + buffer.time_major(buffer.values)[-1]) / gamma
+    # GAE with V = 0 and λ = 1 is exactly the discounted return-to-go with that bootstrap.
+    returns, _ = compute_gae(rewards, np.zeros_like(rewards), dones, last_values, gamma, 1.0)
+    return returns.T.reshape(-1)[buffer.env_index.numpy() * rewards.shape[0] + buffer.step.numpy()]
 
 
 def env_major(array: np.ndarray) -> torch.Tensor:

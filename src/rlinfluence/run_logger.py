@@ -53,6 +53,7 @@ class WandbMirror:
                 # The same run dir always maps to the same W&B run id, so a resumed run continues it.
                 id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16], resume="allow",
                 config=OmegaConf.to_container(cfg, resolve=True), reinit="finish_previous",
+                settings=wandb.Settings(init_timeout=cfg.logger.init_timeout),
             )
         except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training
             self._disable(error)
@@ -87,7 +88,10 @@ class RunLogger:
     def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, last_round: int | None):
         """`last_round`: the checkpoint's round when resuming (later CSV rows are dropped), else None."""
         self.path = run_dir / "metrics.csv"
-        kept = [row for row in read_metrics(self.path) if last_round is not None and int(row["round"]) <= last_round]
+        # Rows after the checkpoint's round are recomputed on resume; a row cut short by a kill
+        # (missing fields) is dropped too.
+        kept = [row for row in read_metrics(self.path)
+                if last_round is not None and None not in row.values() and int(row["round"]) <= last_round]
         with open(self.path, "w", newline="") as handle:
             writer = csv.DictWriter(handle, COLUMNS)
             writer.writeheader()

@@ -13,8 +13,8 @@ from typing import ClassVar
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.config import check_p
-from rlinfluence.records import RolloutBuffer
+from rlinfluence.config import ConfigError, check_p
+from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
 
 
 @dataclass
@@ -99,10 +99,96 @@ class DropRandom(_DropShareOfNegatives):
         return Selection(keep)
 
 
+def monte_carlo_advantages(buffer: RolloutBuffer, gamma: float) -> np.ndarray:
+    """Ā(s, a) = Q̄(s, a) − V̄(s) from the buffer alone (paper App. B.4): Q̄ is the mean discounted
+    return-to-go of the records with that state and action, V̄ the mean over the records with that
+    state. States are the buffer's `state_keys`; discrete actions only."""
+    if buffer.state_keys is None:
+        raise ValueError("Monte-Carlo advantages need the buffer's state_keys (set env.state_key)")
+    if buffer.actions.ndim != 1:
+        raise ValueError("Monte-Carlo advantages need discrete actions (one index per record)")
+    returns = discounted_returns_to_go(buffer, gamma)
+
+    def group_mean(keys: np.ndarray) -> np.ndarray:
+        _, group = np.unique(keys, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        return (np.bincount(group, weights=returns) / np.bincount(group))[group]
+
+    states = buffer.state_keys.numpy()
+    return group_mean(np.stack([states, buffer.actions.numpy().astype(np.int64)], axis=1)) - group_mean(states)
+
+
+class DropAdvantageMismatch(SelectionMethod):
+    """Advantage heuristics H1/H2 (paper App. B.4): among the records whose Monte-Carlo advantage Ā
+    and GAE advantage Â have opposite signs, drop ⌊n_mismatch·p/100⌋ — the analogue of IIF's count
+    with "mismatched" in place of "negative influence" — ranked by
+    H1: the largest |Ā − Â|;  H2: the most negative Ā·Â.
+    A zero on either side is no mismatch (a state seen with one action only has Ā = 0: no evidence)."""
+
+    VARIANTS = ("h1", "h2")
+
+    def __init__(self, variant: str, p: float, gamma: float):
+        self.variant, self.p, self.gamma = variant, p, gamma
+
+    @classmethod
+    def check_config(cls, cfg):
+        if cfg.method.variant not in cls.VARIANTS:
+            raise ConfigError(f"method.variant={cfg.method.variant!r} is not one of: {', '.join(cls.VARIANTS)} "
+                              "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)")
+        check_p(cfg)
+        if cfg.env.state_key is None:
+            from rlinfluence.envs import envs_with_state_key
+
+            raise ConfigError(f"method=advantage needs Monte-Carlo advantages over discrete states, which "
+                              f"env={cfg.env.name} does not expose (env.state_key is unset); envs that do: "
+                              f"{', '.join(envs_with_state_key())}")
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.method.variant, cfg.method.p, cfg.ppo.gamma)
+
+    @classmethod
+    def tag(cls, method):
+        return f"{method.name}-{method.variant}-p{method.p:g}"
+
+    def select(self, buffer, scores, rng):
+        mc = monte_carlo_advantages(buffer, self.gamma)
+        gae = buffer.advantages.numpy().astype(np.float64)
+        mismatched = np.flatnonzero(mc * gae < 0)
+        badness = np.abs(mc - gae) if self.variant == "h1" else -(mc * gae)
+        worst_first = mismatched[np.argsort(-badness[mismatched], kind="stable")]
+        keep = np.ones(len(buffer), bool)
+        keep[worst_first[: int(np.floor(len(mismatched) * self.p / 100))]] = False
+        return Selection(keep)
+
+
+def rank_priorities(td_errors: np.ndarray, alpha: float) -> np.ndarray:
+    """Rank-based prioritised replay (Schaul et al. 2016): P_i = 1/rank(|δ_i|), rank 1 the largest
+    (ties by record id), sampling probability P_i^α / Σ_j P_j^α."""
+    order = np.argsort(-np.abs(td_errors), kind="stable")
+    ranks = np.empty(len(td_errors))
+    ranks[order] = np.arange(1, len(td_errors) + 1)
+    priorities = ranks ** -alpha
+    return priorities / priorities.sum()
+
+
+class TDErrorReweighting(SelectionMethod):
+    """PER-style reweighting by the TD errors δ at θ_k (paper App. B.5): nothing is dropped; each
+    epoch the update draws N ids with replacement by these probabilities (update.minibatch_ids)."""
+
+    ALPHA = 0.6  # the paper's (and PER's rank-based) exponent
+
+    def select(self, buffer, scores, rng):
+        return Selection(np.ones(len(buffer), bool), rank_priorities(buffer.deltas.numpy().astype(np.float64),
+                                                                     self.ALPHA))
+
+
 SELECTION_METHODS: dict[str, type[SelectionMethod]] = {
     "ppo": KeepAll,
     "iif": DropMostNegative,
     "random": DropRandom,
+    "advantage": DropAdvantageMismatch,
+    "td_error": TDErrorReweighting,
 }
 
 

@@ -1,0 +1,52 @@
+"""A run killed with SIGKILL at any point resumes to exactly the metrics of an uninterrupted run."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TIME_COLUMNS = {"time_collect", "time_influence", "time_select", "time_update", "time_eval"}
+ROUNDS = 8
+
+
+def command(runs_root: Path, env: str) -> list[str]:
+    return [sys.executable, "-m", "rlinfluence", f"env={env}", "method=iif", "env.n_steps=256", f"env.rounds={ROUNDS}",
+            "ppo.batch_size=64", "eval.episodes=8", "eval.n_parallel=4", "logger=disabled", "progress=false",
+            f"runs_root={runs_root}", "seed=5"]
+
+
+def metrics(runs_root: Path, env: str) -> list[dict[str, str]]:
+    path = next(runs_root.rglob("metrics.csv"))
+    with open(path, newline="") as handle:
+        return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
+
+
+def rounds_logged(runs_root: Path) -> int:
+    paths = list(runs_root.rglob("metrics.csv"))
+    return max(len(paths[0].read_text().splitlines()) - 1, 0) if paths else 0
+
+
+@pytest.mark.parametrize("env", ["frozenlake", "lunarlander"])  # lunarlander: episodes span rounds
+def test_kill_minus_9_then_rerun_equals_uninterrupted_run(tmp_path, env):
+    subprocess.run(command(tmp_path / "reference", env), check=True, capture_output=True, timeout=300)
+
+    interrupted = tmp_path / "interrupted"
+    for kill_after_rounds in (2, 5):  # two kills at different points of the run
+        process = subprocess.Popen(command(interrupted, env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 240
+        while rounds_logged(interrupted) < kill_after_rounds and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        assert rounds_logged(interrupted) < ROUNDS + 1, "the run finished before it could be killed"
+    subprocess.run(command(interrupted, env), check=True, capture_output=True, timeout=300)
+
+    assert metrics(interrupted, env) == metrics(tmp_path / "reference", env)
+    assert next(interrupted.rglob("DONE"))
