@@ -38,6 +38,9 @@ def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generato
 
 def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer,
                selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> dict[str, float]:
+    # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
+    clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
+    max_grad_norm, normalize = ppo.max_grad_norm, bool(ppo.normalize_advantage)
     sums = torch.zeros(5)  # policy loss, value loss, entropy, approx KL, clip fraction
     n_minibatches = 0
     for _ in range(ppo.n_epochs):
@@ -45,24 +48,24 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
             head_out, values = model(buffer.obs[ids])
             log_prob, entropy = model.action_head.log_prob_entropy(head_out, buffer.actions[ids])
             advantages = buffer.advantages[ids]
-            if ppo.normalize_advantage:
+            if normalize:
                 advantages = normalize_advantages(advantages)
-            policy_loss = policy_loss_per_record(log_prob, buffer.log_probs[ids], advantages, ppo.clip_range,
-                                                 entropy, ppo.ent_coef).mean()
+            policy_loss = policy_loss_per_record(log_prob, buffer.log_probs[ids], advantages, clip_range,
+                                                 entropy, ent_coef).mean()
             value_loss = value_loss_per_record(values, buffer.returns[ids]).mean()
-            loss = policy_loss + ppo.vf_coef * value_loss
+            loss = policy_loss + vf_coef * value_loss
 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if ppo.max_grad_norm is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), ppo.max_grad_norm)
+            if max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
             optimizer.step()
 
             with torch.no_grad():
                 log_ratio = log_prob - buffer.log_probs[ids]
                 sums += torch.stack([policy_loss, value_loss, entropy.mean(),
                                      ((log_ratio.exp() - 1) - log_ratio).mean(),
-                                     ((log_ratio.exp() - 1).abs() > ppo.clip_range).float().mean()])
+                                     ((log_ratio.exp() - 1).abs() > clip_range).float().mean()])
             n_minibatches += 1
     means = (sums / max(n_minibatches, 1)).tolist()
     keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
