@@ -8,13 +8,13 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 run() { .venv/bin/rlinfluence -m hydra/launcher=joblib hydra.launcher.n_jobs="$JOBS" logger=disabled progress=false "$@"; }
 
+# Cheapest first, so that an interrupted sitting leaves whole figures behind.
 # Fig. 6 / Fig. 6b / Tables 4-5: main comparison, 5 seeds x {IIF, PPO, random}.
 run experiment_name=main env=frozenlake method=ppo,iif,random seed=0,1,2,3,4
-run experiment_name=main env=minigrid,acrobot method=ppo,iif,random seed=0,1,2,3,4 eval.episodes=100
-run experiment_name=main env=lunarlander method=ppo,iif,random seed=0,1,2,3,4 eval.episodes=100
-
 # Table 2 / Fig. 14: p ablation, 3 seeds (standard PPO is the shared reference).
 run experiment_name=p_ablation env=frozenlake method=ppo seed=0,1,2
 run experiment_name=p_ablation env=frozenlake method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2
+run experiment_name=main env=minigrid,acrobot method=ppo,iif,random seed=0,1,2,3,4 eval.episodes=100
+run experiment_name=main env=lunarlander method=ppo,iif,random seed=0,1,2,3,4 eval.episodes=100
 run experiment_name=p_ablation env=lunarlander method=ppo seed=0,1,2 eval.episodes=100
 run experiment_name=p_ablation env=lunarlander method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2 eval.episodes=100
