@@ -77,3 +77,12 @@ def test_fewer_kept_records_mean_fewer_minibatches():
     small = list(minibatch_ids(Selection(keep), 32, rng))
     assert len(small) == 1 and sorted(small[0].tolist()) == list(range(10))
     assert set(torch.cat(list(minibatch_ids(Selection(keep), 4, rng))).tolist()) == set(range(10))
+
+
+def test_wandb_offline_mirror_writes_a_run_with_the_resolved_config(tmp_path, tiny_config, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    run_task(tiny_config("logger=wandb", "logger.mode=offline"), tmp_path)
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+    record_log = next(runs[0].glob("*.wandb")).read_bytes()  # offline: config and history live here
+    assert b"FrozenLake-v1" in record_log and b"${" not in record_log  # the config went in resolved
