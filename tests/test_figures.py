@@ -169,9 +169,22 @@ def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
                            & (tidy["method_tag"] == "random-p12.5") & (tidy["seed"] == 4))]
     fig6a = next(o for o in OUTPUTS if o.name == "fig6a_learning_curves")
     shortfalls = fig6a.runs.shortfalls(one_seed_short)
-    assert len(shortfalls) == 1
-    assert "main/minigrid" in shortfalls[0]
-    assert "has 4 in common" in shortfalls[0] and "random-p12.5 4" in shortfalls[0]
+    assert list(shortfalls) == ["minigrid"]
+    assert "main/minigrid" in shortfalls["minigrid"]
+    assert "has 4 in common" in shortfalls["minigrid"] and "random-p12.5 4" in shortfalls["minigrid"]
+
+
+def test_an_incomplete_env_is_left_out_of_the_output_and_listed(made, tmp_path):
+    tidy = load_tidy(made[1])
+    keep = ~((tidy["experiment"] == "main") & (tidy["env"] == "minigrid") & (tidy["seed"] == 4))
+    (tmp_path / "data").mkdir()
+    for experiment, rows in tidy[keep].groupby("experiment"):
+        rows.to_csv(tmp_path / "data" / f"{experiment}.csv", index=False)
+    results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out")}
+    assert results["fig6b_efficiency"] == "partial" and results["table3_adam"] == "made"
+    assert "MiniGrid" not in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
+    assert "Acrobot" in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
+    assert "main/minigrid: needs 5 seeds" in (tmp_path / "out" / "MISSING.md").read_text()
 
 
 def test_unfinished_runs_are_skipped_and_listed(tmp_path):

@@ -8,7 +8,7 @@ of its runs. Speed-ups pair a method with standard PPO of the same seed (same in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -71,16 +71,19 @@ class Runs:
         rows = rows.assign(arm=rows["method_tag"].map(labels))
         return rows, seeds, set.intersection(*seeds.values())
 
-    def shortfalls(self, tidy: pd.DataFrame) -> list[str]:
-        """One line per environment that lacks runs; empty when the output can be made."""
-        lines = []
+    def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
+        """For each environment that lacks runs, why; empty when every environment is complete."""
+        lines = {}
         for env in self.envs:
             _, seeds, common = self._env_runs(tidy, env)
             if len(common) < self.seeds:
                 have = ", ".join(f"{tag} {len(s)}" for tag, s in seeds.items())
-                lines.append(f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
-                             f"has {len(common)} in common (finished seeds per method_tag: {have})")
+                lines[env] = (f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
+                              f"has {len(common)} in common (finished seeds per method_tag: {have})")
         return lines
+
+    def restricted_to(self, envs: tuple[str, ...]) -> "Runs":
+        return replace(self, envs=envs)
 
     def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
         """The rows of the needed runs on the seeds all arms share, with an `arm` label column."""
