@@ -28,30 +28,53 @@ def compose_config(overrides: list[str]):
         return compose("config", overrides=overrides)
 
 
-def our_rounds(env: str, method: str, rounds: int) -> tuple[float, float]:
-    """Median seconds per round (collect + influence + select + update) and median influence seconds."""
-    cfg = compose_config([f"env={env}", f"method={method}", "ppo.max_grad_norm=0.5", "eval.episodes=0",
-                          "logger=disabled"])
-    trainer = Trainer(cfg)
-    trainer.run_round(1)  # warm-up: first-call overheads (jvp tracing, allocator)
-    rows = [trainer.run_round(k) for k in range(2, rounds + 2)]
-    trainer.close()
-    stage_sum = [sum(r[f"time_{s}"] for s in ("collect", "influence", "select", "update")) for r in rows]
-    return statistics.median(stage_sum), statistics.median(r["time_influence"] for r in rows)
+class OurRound:
+    """One of our rounds (collect + influence + select + update; no evaluation) per call."""
+
+    def __init__(self, env: str, method: str):
+        cfg = compose_config([f"env={env}", f"method={method}", "ppo.max_grad_norm=0.5", "eval.episodes=0",
+                              "logger=disabled"])
+        self.trainer, self.k = Trainer(cfg), 0
+
+    def __call__(self) -> dict[str, float]:
+        self.k += 1
+        row = self.trainer.run_round(self.k)
+        return {"total": sum(row[f"time_{s}"] for s in ("collect", "influence", "select", "update")),
+                "influence": row["time_influence"]}
 
 
-def sb3_round(env: str, rounds: int) -> float:
-    from stable_baselines3 import PPO
+class SB3Round:
+    """One stock stable-baselines3 PPO rollout + update per call, on the same hyperparameters."""
 
-    cfg = compose_config([f"env={env}"])
-    # The bare env: SB3 one-hot encodes Discrete observations itself.
-    sb3_env = gym.make(cfg.env.id, **cfg.env.make_kwargs)
-    model = PPO("MlpPolicy", sb3_env, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=cfg.env.lr.sgd,
-                policy_kwargs={"optimizer_class": torch.optim.SGD}, device="cpu", seed=0, verbose=0)
-    model.learn(total_timesteps=2048)  # warm-up round
-    start = time.perf_counter()
-    model.learn(total_timesteps=rounds * 2048, reset_num_timesteps=False)
-    return (time.perf_counter() - start) / rounds
+    def __init__(self, env: str):
+        from stable_baselines3 import PPO
+
+        cfg = compose_config([f"env={env}"])
+        # The bare env: SB3 one-hot encodes Discrete observations itself.
+        sb3_env = gym.make(cfg.env.id, **cfg.env.make_kwargs)
+        self.model = PPO("MlpPolicy", sb3_env, n_steps=2048, batch_size=64, n_epochs=10,
+                         learning_rate=cfg.env.lr.sgd, policy_kwargs={"optimizer_class": torch.optim.SGD},
+                         device="cpu", seed=0, verbose=0)
+
+    def __call__(self) -> dict[str, float]:
+        start = time.perf_counter()
+        self.model.learn(total_timesteps=2048, reset_num_timesteps=False)
+        return {"total": time.perf_counter() - start}
+
+
+def interleaved(runners: dict, rounds: int) -> dict[str, list[dict[str, float]]]:
+    """Alternate the contenders round by round, so a change in machine load hits them alike."""
+    for runner in runners.values():
+        runner()  # warm-up: first-call overheads (jvp tracing, allocator, SB3 setup)
+    times = {name: [] for name in runners}
+    for _ in range(rounds):
+        for name, runner in runners.items():
+            times[name].append(runner())
+    return times
+
+
+def median(samples: list[dict[str, float]], key: str = "total") -> float:
+    return statistics.median(sample[key] for sample in samples)
 
 
 def evaluation_seconds(env: str, episodes: int) -> tuple[float, float]:
@@ -73,13 +96,14 @@ def main() -> None:
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
     for env in args.envs:
-        sb3 = sb3_round(env, args.rounds)
-        ppo, _ = our_rounds(env, "ppo", args.rounds)
-        iif, influence = our_rounds(env, "iif", args.rounds)
+        times = interleaved({"sb3": SB3Round(env), "ppo": OurRound(env, "ppo"), "iif": OurRound(env, "iif")},
+                            args.rounds)
+        sb3, ppo, iif = median(times["sb3"]), median(times["ppo"]), median(times["iif"])
+        influence = median(times["iif"], "influence")
         eval_time, eval_return = evaluation_seconds(env, args.eval_episodes)
-        print(f"\n[{env}] 2048 records/round")
+        print(f"\n[{env}] 2048 records/round, median of {args.rounds} interleaved rounds")
         print(f"  SB3 PPO    {sb3:6.3f} s/round  {2048 / sb3:7.0f} steps/s")
-        print(f"  our PPO    {ppo:6.3f} s/round  {2048 / ppo:7.0f} steps/s   speed-up vs SB3 {sb3 / ppo:4.2f}x")
+        print(f"  our PPO    {ppo:6.3f} s/round  {2048 / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
         print(f"  our IIF    {iif:6.3f} s/round  {2048 / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
         print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
         print(f"  evaluation {eval_time:6.2f} s for {args.eval_episodes} episodes (initial policy, "
