@@ -17,7 +17,8 @@ from rlinfluence.rundir import relative_run_dir
 
 GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher"]
 # Options that need extra values before they can run.
-REQUIRED_EXTRAS = {("target", "action"): ["target.state=[1,0]", "target.action=[0]"]}
+REQUIRED_EXTRAS = {("target", "action"): ["target.state=[1,0]", "target.action=[0]"],
+                   ("method", "advantage"): ["method.variant=h1"]}
 
 
 def options(group: str) -> list[str]:

@@ -98,8 +98,8 @@ def test_every_output_is_made_with_its_files(made):
 
 def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     _, data_dir, _ = made
-    assert sorted(p.name for p in data_dir.iterdir()) == ["adam.csv", "heuristics.csv", "main.csv",
-                                                          "p_ablation.csv"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["adam.csv", "heuristics_advantage.csv",
+                                                          "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
     assert len(main) == 6 * 3 * 5 * 5  # envs × methods × seeds × rounds (0..4)

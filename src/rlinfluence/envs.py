@@ -6,7 +6,6 @@ never asks which env it runs.
 
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 import gymnasium as gym
@@ -58,64 +57,10 @@ def _atari(env: gym.Env) -> gym.Env:
     return FrameStackObservation(env, 4)  # stacks on a new leading axis: (4, 84, 84)
 
 
-@functools.cache
-def _numpy_kinematics_class() -> type:
-    """Built on first use, so importing this module does not import highway-env (and pandas)."""
-    from highway_env.envs.common.observation import KinematicObservation
-
-    class NumpyKinematics(KinematicObservation):
-        def observe(self) -> np.ndarray:
-            if not self.env.road:
-                return super().observe()
-            ego = self.observer_vehicle
-            others = self.env.road.close_objects_to(
-                ego, self.env.PERCEPTION_DISTANCE, count=self.vehicles_count - 1, see_behind=self.see_behind,
-                sort=self.order == "sorted", vehicles_only=not self.include_obstacles)
-            origin = ego if not self.absolute else None
-            rows = [ego.to_dict()] + [v.to_dict(origin, observe_intentions=self.observe_intentions)
-                                      for v in others[-self.vehicles_count + 1:]]
-            columns = {f: np.array([row[f] for row in rows], np.float64) for f in self.features}
-            if self.normalize:  # the present rows only; missing rows are zero-padded after, as upstream
-                columns = self.normalize_obs(columns)
-            obs = np.zeros((self.vehicles_count, len(self.features)))
-            obs[:len(rows)] = np.stack([columns[f] for f in self.features], axis=1)
-            if self.order == "shuffled":
-                self.env.np_random.shuffle(obs[1:])
-            return obs.astype(self.space().dtype)
-
-    return NumpyKinematics
-
-
-class NumpyKinematicsObservation(gym.Wrapper):
-    """highway-env's Kinematics observation, built with numpy instead of pandas.
-
-    The library assembles each 5x5 observation through DataFrames: about 40 % of a highway-v0 step
-    (vehicles_count 10, 5 Hz). The replacement builds the same rows with numpy and normalises them
-    with the library's own `normalize_obs`; observations are bit-identical (tests/test_envs.py).
-    highway-env recreates its observation object on every reset (`define_spaces`), so the swap
-    hooks that method of this env instance only; the library's classes are left untouched.
-    """
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        numpy_kinematics = _numpy_kinematics_class()
-        base = env.unwrapped
-        library_define_spaces = base.define_spaces
-
-        def define_spaces() -> None:
-            library_define_spaces()
-            if type(base.observation_type) is numpy_kinematics.__base__:
-                base.observation_type = numpy_kinematics(base, **base.config["observation"])
-
-        base.define_spaces = define_spaces
-        define_spaces()
-
-
 WRAPPERS: dict[str, Callable[[gym.Env], gym.Env]] = {
     "one_hot": OneHotObservation,
     "minigrid_image": _minigrid_image,
     "atari": _atari,
-    "highway_numpy_obs": NumpyKinematicsObservation,
 }
 
 

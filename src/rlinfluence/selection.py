@@ -154,11 +154,12 @@ class DropAdvantageMismatch(SelectionMethod):
     def select(self, buffer, scores, rng):
         mc = monte_carlo_advantages(buffer, self.gamma)
         gae = buffer.advantages.numpy().astype(np.float64)
-        mismatched = np.flatnonzero(mc * gae < 0)
-        badness = np.abs(mc - gae) if self.variant == "h1" else -(mc * gae)
+        agreement = mc * gae  # < 0: the signs disagree; plays the role of IIF's influence score
+        mismatched = np.flatnonzero(agreement < 0)
+        badness = np.abs(mc - gae) if self.variant == "h1" else -agreement
         worst_first = mismatched[np.argsort(-badness[mismatched], kind="stable")]
         keep = np.ones(len(buffer), bool)
-        keep[worst_first[: int(np.floor(len(mismatched) * self.p / 100))]] = False
+        keep[worst_first[: n_to_drop(agreement, self.p)]] = False
         return Selection(keep)
 
 

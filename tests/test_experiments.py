@@ -1,0 +1,115 @@
+"""Experiment overlays: `rlinfluence -m +experiment=<name>` launches exactly the runs its paper
+result needs. Checked by expanding each overlay's sweep as Hydra's basic sweeper does, and composing
+and validating every job."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from rlinfluence.cli import CONFIG_DIR
+from rlinfluence.config import validate
+from rlinfluence.figures.outputs import OUTPUTS
+from rlinfluence.rundir import method_tag
+
+MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
+P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
+PAPER_P = {"frozenlake": 50, "acrobot": 50, "minigrid": 12.5, "highway": 50, "lunarlander": 12.5,
+           "bipedalwalker": 6.25}
+
+
+def runs(envs, tags, seeds, optimizer=None):
+    """(env, optimizer, method_tag, seed) of a product; '{p}' in a tag is the env's paper p."""
+    return {(env, optimizer or ("adam" if env == "bipedalwalker" else "sgd"), tag.format(p=f"{PAPER_P[env]:g}"), seed)
+            for env in envs for tag in tags for seed in range(seeds)}
+
+
+EXPECTED = {
+    "main": runs(MAIN_ENVS, ["iif-p{p}", "ppo", "random-p{p}"], 5),
+    "p_ablation": runs(P_ABLATION_ENVS, ["ppo", "iif-p6.25", "iif-p12.5", "iif-p25", "iif-p50", "iif-p100"], 3),
+    "adam": runs(["minigrid", "lunarlander"], ["ppo", "iif-p{p}"], 5, optimizer="adam"),
+    "heuristics_advantage": runs(["frozenlake", "minigrid"],
+                                 ["ppo", "iif-p{p}", "advantage-h1-p{p}", "advantage-h2-p{p}"], 3),
+    "heuristics_td_error": runs(["frozenlake", "lunarlander"], ["ppo", "iif-p{p}", "td_error"], 3),
+}
+JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "heuristics_advantage": 24, "heuristics_td_error": 18}
+# Which paper result each overlay feeds (its header comment must say so).
+FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
+         "adam": ["Table 3", "Fig. 15"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"]}
+OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
+
+
+def expand(name: str) -> list:
+    """The composed config of every job of `-m +experiment=<name>`, as Hydra's basic sweeper makes them.
+
+    Jobs that differ only in the seed are composed once and copied with each seed (composition is
+    the slow part, ~0.1 s a job)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        overlay = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+        lines = [f"{key}={value}" for key, value in overlay.hydra.sweeper.params.items()]
+        [batch] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
+        composed, configs = {}, []
+        for job in batch:
+            seed = [int(o.split("=")[1]) for o in job if o.startswith("seed=")]
+            rest = tuple(o for o in job if not o.startswith("seed="))
+            if rest not in composed:
+                composed[rest] = compose("config", overrides=[f"+experiment={name}", *rest])
+            cfg = composed[rest].copy()
+            cfg.seed = seed[0] if seed else cfg.seed
+            configs.append(cfg)
+        return configs
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return {name: expand(name) for name in JOB_COUNTS}
+
+
+def test_every_overlay_is_checked():
+    assert sorted(p.stem for p in OVERLAY_DIR.glob("*.yaml")) == sorted(JOB_COUNTS)
+
+
+@pytest.mark.parametrize("name", list(JOB_COUNTS))
+def test_overlay_launches_exactly_the_runs_its_result_needs(jobs, name):
+    configs = jobs[name]
+    assert len(configs) == JOB_COUNTS[name]
+    for cfg in configs:
+        validate(cfg)
+        assert cfg.experiment_name == name
+    launched = [(c.env.name, c.optimizer.name, method_tag(c.method), c.seed) for c in configs]
+    assert len(set(launched)) == len(launched)  # no two jobs share a run directory
+    assert set(launched) == EXPECTED[name]
+
+
+def test_swept_arms_keep_each_envs_paper_settings(jobs):
+    for cfg in jobs["heuristics_advantage"] + jobs["main"]:
+        if cfg.method.name != "ppo":
+            assert cfg.method.p == PAPER_P[cfg.env.name]
+    for cfg in jobs["p_ablation"]:
+        assert (cfg.method.p is None) == (cfg.method.name == "ppo")
+        assert cfg.env.rounds == {"frozenlake": 50, "acrobot": 50, "minigrid": 40, "lunarlander": 150}[cfg.env.name]
+
+
+@pytest.mark.parametrize("name", list(JOB_COUNTS))
+def test_overlay_header_names_its_paper_result_and_command(name):
+    header = OVERLAY_DIR.joinpath(f"{name}.yaml").read_text().split("\nexperiment_name")[0]
+    assert all(result in header for result in FEEDS[name])
+    assert f"rlinfluence -m +experiment={name}" in header
+    assert re.search(rf"= {JOB_COUNTS[name]} runs", header)
+
+
+@pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: o.name)
+def test_every_figure_finds_its_runs_in_an_overlay(jobs, output):
+    """The figure code names an experiment and the (env, method_tag, seed) runs it reads."""
+    name = output.runs.experiment
+    if name not in jobs:
+        pytest.skip(f"the figure code reads experiment {name!r}, which no overlay makes (see the overlays' names)")
+    launched = {(c.env.name, method_tag(c.method), c.seed) for c in jobs[name]}
+    needed = {(env, arm.tag_for(env), seed) for env in output.runs.envs for arm in output.runs.arms
+              for seed in range(output.runs.seeds)}
+    assert needed <= launched
