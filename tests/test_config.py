@@ -66,6 +66,7 @@ def test_run_dir_is_deterministic_and_names_the_run():
     (["logger.mode=cloud"], "logger.mode"),
     (["target=action"], "target.state"),
     (["task=plot"], "task"),
+    (["device=tpu"], "device"),
 ])
 def test_bad_values_raise_one_line_naming_the_key(overrides, key):
     with pytest.raises(ConfigError) as error:

@@ -32,9 +32,9 @@ def make_case(name: str, seed: int = 0) -> tuple[ActorCritic, RolloutBuffer]:
         obs = torch.randint(0, 256, (N, *obs_space.shape), generator=generator, dtype=torch.uint8)
     else:
         obs = torch.randn((N, *obs_space.shape), generator=generator)
-    actions = model.sample_actions(obs, model.action_head.draw_noise((N,), generator))
     with torch.no_grad():
         head_out, values = model(obs)
+        actions = model.action_head.sample(head_out, model.action_head.draw_noise((N,), generator))
         log_probs = model.action_head.log_prob(head_out, actions)
     advantages = torch.randn(N, generator=generator)
     zeros = torch.zeros(N)

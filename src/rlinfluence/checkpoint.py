@@ -32,7 +32,8 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / CHECKPOINT
     # weights_only=False: the state holds numpy RNG states and env action histories, written by us.
-    return torch.load(path, weights_only=False) if path.exists() else None
+    # map_location: a run checkpointed on a GPU resumes on any machine (load_state_dict moves it back).
+    return torch.load(path, weights_only=False, map_location="cpu") if path.exists() else None
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -95,29 +95,28 @@ def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: fl
         obs_buf[t] = np.stack(envs.obs)
         if state_keys is not None:
             state_keys[t] = [envs.state_key(env) for env in envs.envs]
-        actions_buf[t] = model.sample_actions(torch.as_tensor(obs_buf[t]), noise[t]).numpy()
+        actions_buf[t] = model.sample_actions(obs_buf[t], noise[t])
         for i in range(n_envs):
             rewards[t, i], terminated, truncated, final_obs = envs.step(i, actions_buf[t, i])
             dones[t, i] = float(terminated or truncated)
             if truncated and not terminated:
                 truncations.append((t, i, final_obs))
 
-    obs = torch.as_tensor(obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]))
-    head_out, values_flat = model(obs)
-    log_probs = model.action_head.log_prob(head_out, torch.as_tensor(actions_buf.reshape(n_steps * n_envs, *action_shape)))
-    values = values_flat.numpy().reshape(n_steps, n_envs)
+    values, log_probs = model.values_and_log_probs(obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]),
+                                                   actions_buf.reshape(n_steps * n_envs, *action_shape))
+    values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
     if truncations:
         # Time-limit truncation is not a real end: bootstrap from the final observation's value.
-        final_values = model.value(torch.as_tensor(np.stack([final for _, _, final in truncations]))).numpy()
+        final_values = model.values(np.stack([final for _, _, final in truncations]))
         for (t, i, _), value in zip(truncations, final_values):
             rewards[t, i] += gamma * value
-    last_values = model.value(torch.as_tensor(np.stack(envs.obs))).numpy()
+    last_values = model.values(np.stack(envs.obs))
     advantages, deltas = compute_gae(rewards, values, dones, last_values, gamma, gae_lambda)
     steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
     env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
     return RolloutBuffer(
         obs=env_major(obs_buf), actions=env_major(actions_buf),
-        log_probs=env_major(log_probs.numpy().reshape(n_steps, n_envs)),
+        log_probs=env_major(log_probs),
         values=env_major(values), rewards=env_major(rewards), dones=env_major(dones),
         advantages=env_major(advantages), returns=env_major(advantages + values), deltas=env_major(deltas),
         env_index=env_major(env_index.copy()), step=env_major(steps.copy()),

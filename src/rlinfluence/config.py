@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
@@ -126,6 +127,7 @@ class Config:
     runs_root: str = "runs"
     force: bool = False  # rerun a finished run from scratch
     torch_threads: int = 1  # small nets run fastest single-threaded
+    device: str = "cpu"  # cpu | cuda (cuda pays off for the image envs; everything runs on cpu)
     progress: bool = True
     env: EnvConfig = field(default_factory=EnvConfig)
     method: MethodConfig = field(default_factory=MethodConfig)
@@ -185,6 +187,8 @@ def validate(cfg: DictConfig) -> None:
     _one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     _one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
     _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
+    _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
+             f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
 
 
 def check_p(cfg: DictConfig) -> None:

@@ -47,7 +47,7 @@ class Evaluator:
         while episode_of:
             slots = list(episode_of)
             noise = model.action_head.draw_noise((len(slots),), generator)
-            actions = model.sample_actions(torch.as_tensor(np.stack([obs[s] for s in slots])), noise).numpy()
+            actions = model.sample_actions(np.stack([obs[s] for s in slots]), noise)
             for slot, action in zip(slots, actions):
                 obs[slot], reward, terminated, truncated, _ = self.envs[slot].step(to_env_action(action_space, action))
                 returns[episode_of[slot]] += reward

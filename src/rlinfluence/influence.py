@@ -40,6 +40,7 @@ class _Attribution:
 
     def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig):
         self.policy = _PolicyFn(model)
+        buffer = buffer.to(model.device)
         names = model.policy_parameter_names()
         named = dict(model.named_parameters())
         self.params: Params = {f"model.{n}": named[n].detach() for n in names}

@@ -155,8 +155,25 @@ class ActorCritic(nn.Module):
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         return self.action_head.log_prob(self.policy_output(obs), actions)
 
+    # numpy in, numpy out: what the env loops (collection, evaluation) need, on any device.
+
+    @property
+    def device(self) -> torch.device:
+        return self.value_head.weight.device
+
     @torch.no_grad()
-    def sample_actions(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Actions from pre-drawn noise (action_head.draw_noise): drawing a whole round's noise at
-        once is much cheaper than one sampler call per step, and just as reproducible."""
-        return self.action_head.sample(self.policy_output(obs), noise)
+    def sample_actions(self, obs: np.ndarray, noise: torch.Tensor) -> np.ndarray:
+        """Actions from pre-drawn noise (action_head.draw_noise, on the CPU generator): drawing a
+        whole round's noise at once is much cheaper than one sampler call per step, and as reproducible."""
+        head_out = self.policy_output(torch.as_tensor(obs, device=self.device))
+        return self.action_head.sample(head_out, noise.to(self.device)).cpu().numpy()
+
+    @torch.no_grad()
+    def values_and_log_probs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        head_out, values = self(torch.as_tensor(obs, device=self.device))
+        log_probs = self.action_head.log_prob(head_out, torch.as_tensor(actions, device=self.device))
+        return values.cpu().numpy(), log_probs.cpu().numpy()
+
+    @torch.no_grad()
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        return self.value(torch.as_tensor(obs, device=self.device)).cpu().numpy()

@@ -34,10 +34,16 @@ class RolloutBuffer:
     def ids(self) -> np.ndarray:
         return np.arange(len(self))
 
+    def _map(self, fn) -> "RolloutBuffer":
+        return RolloutBuffer(**{f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
+                                for f in fields(self)})
+
     def take(self, ids: torch.Tensor | np.ndarray) -> "RolloutBuffer":
         index = torch.as_tensor(ids, dtype=torch.long)
-        return RolloutBuffer(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
-                                for f in fields(self)})
+        return self._map(lambda tensor: tensor[index])
+
+    def to(self, device: torch.device) -> "RolloutBuffer":
+        return self._map(lambda tensor: tensor.to(device))
 
     def time_major(self, values: torch.Tensor) -> np.ndarray:
         """Per-record values back on the (T, n_envs) grid they were collected on."""

@@ -48,7 +48,7 @@ class Trainer:
         streams = spawn_streams(cfg.seed)
         self.envs = TrainEnvs(cfg.env, streams["train_envs"])
         self.model = ActorCritic(self.envs.observation_space, self.envs.action_space, cfg.env.network,
-                                 torch_generator(streams["network"]))
+                                 torch_generator(streams["network"])).to(cfg.device)
         self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters())
         self.action_generator = torch_generator(streams["actions"])
         self.selection_rng = numpy_generator(streams["selection"])
@@ -83,7 +83,7 @@ class Trainer:
         time_collect = lap()
         scores = None
         if self.method.needs_scores:
-            scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence).numpy()
+            scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence).cpu().numpy()
         time_influence = lap()
         selection = self.method.select(buffer, scores, self.selection_rng)
         time_select = lap()

@@ -39,7 +39,8 @@ class ActionTarget:
         self.action = torch.tensor(action, dtype=torch.float32).unsqueeze(0)
 
     def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
-        log_prob, _ = policy_fn(self.state, self.action)
+        device = buffer.obs.device
+        log_prob, _ = policy_fn(self.state.to(device), self.action.to(device))
         return -log_prob.sum()
 
 

@@ -38,6 +38,7 @@ def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generato
 
 def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer,
                selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> dict[str, float]:
+    buffer = buffer.to(model.device)
     # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
     clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
     max_grad_norm, normalize = ppo.max_grad_norm, bool(ppo.normalize_advantage)
@@ -45,6 +46,7 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
     n_minibatches = 0
     for _ in range(ppo.n_epochs):
         for ids in minibatch_ids(selection, ppo.batch_size, rng):
+            ids = ids.to(model.device)
             head_out, values = model(buffer.obs[ids])
             log_prob, entropy = model.action_head.log_prob_entropy(head_out, buffer.actions[ids])
             advantages = buffer.advantages[ids]
