@@ -90,7 +90,7 @@ def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
     """The definition, literally: one backward pass per record, then a dot product. Slow; for tests."""
     attribution = _Attribution(model, buffer, target, ppo)
     params = {k: v.clone().requires_grad_(True) for k, v in attribution.params.items()}
-    scores = torch.empty(len(buffer))
+    scores = torch.empty(len(buffer), device=model.device)
     for i in range(len(buffer)):
         loss_i = attribution.per_record_loss(params, torch.tensor([i]))[0]
         grads = torch.autograd.grad(loss_i, list(params.values()), allow_unused=True)

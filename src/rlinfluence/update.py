@@ -42,7 +42,7 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
     # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
     clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
     max_grad_norm, normalize = ppo.max_grad_norm, bool(ppo.normalize_advantage)
-    sums = torch.zeros(5)  # policy loss, value loss, entropy, approx KL, clip fraction
+    sums = torch.zeros(5, device=model.device)  # policy loss, value loss, entropy, approx KL, clip fraction
     n_minibatches = 0
     for _ in range(ppo.n_epochs):
         for ids in minibatch_ids(selection, ppo.batch_size, rng):
