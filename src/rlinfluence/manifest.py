@@ -47,12 +47,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from rlinfluence.rundir import is_done
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_DIR = REPO_ROOT / "conf"
 DEFAULT_SCRIPT = REPO_ROOT / "sbatch" / "run_array.sbatch"
 CONFIG_NAME = "config"
 TITLE = "rlinfluence manifest: one run per line (Hydra overrides, shell words)"
-DONE_MARKER = "DONE"
 SLURM_DEFAULT_MAX_ARRAY_SIZE = 1001
 
 # ----------------------------------------------------------------------------- sweep expansion
@@ -400,7 +401,7 @@ def progress(manifest_path: Path, manifest: Manifest, workdir: Path,
     if missing:
         for i, d in zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir)):
             dirs[i] = d
-    done = [i for i, d in enumerate(dirs) if (workdir / d / DONE_MARKER).exists()]
+    done = [i for i, d in enumerate(dirs) if is_done(workdir / d)]
     queued = {i: state for i, state in queued_runs(manifest_path).items() if i < len(dirs) and i not in done}
     todo = [i for i in range(len(dirs)) if i not in done and i not in queued]
     return Progress(done, queued, todo, dirs)
