@@ -17,5 +17,7 @@ run experiment_name=p_ablation env=frozenlake method=ppo seed=0,1,2
 run experiment_name=p_ablation env=frozenlake method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2
 run experiment_name=main env=minigrid,acrobot method=ppo,iif,random seed=0,1,2,3,4 eval.episodes=100
 run experiment_name=main env=lunarlander method=ppo,iif,random seed=0,1,2,3,4 eval.episodes=50
+run experiment_name=p_ablation env=acrobot method=ppo seed=0,1,2 eval.episodes=100
+run experiment_name=p_ablation env=acrobot method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2 eval.episodes=100
 run experiment_name=p_ablation env=lunarlander method=ppo seed=0,1,2 eval.episodes=50
 run experiment_name=p_ablation env=lunarlander method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2 eval.episodes=50
