@@ -100,4 +100,16 @@ def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "rlinfluence: config error: method.p=150.0 must be in (0, 100] "
         "(percent of negative-influence records to drop)"]
-    assert not list(tmp_path.rglob("metrics.csv")) and not list(tmp_path.rglob("checkpoint.pt"))
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".log"]  # Hydra's job log only
+
+
+def test_a_rejected_command_leaves_a_finished_runs_record_untouched(tmp_path):
+    base = [sys.executable, "-m", "rlinfluence", f"runs_root={tmp_path}", "logger=disabled", "progress=false",
+            "env.n_steps=64", "ppo.batch_size=32", "env.rounds=1", "eval.episodes=2"]
+    subprocess.run(base, check=True, capture_output=True, timeout=120)
+    run_dir = next(tmp_path.rglob("DONE")).parent
+    record = {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()}
+    assert "env.rounds=1" in record["overrides.yaml"] and "rounds: 1" in record["config.yaml"]
+    rejected = subprocess.run(base + ["ppo.gamma=2"], capture_output=True, text=True, timeout=120)
+    assert rejected.returncode == 2 and "ppo.gamma" in rejected.stderr
+    assert {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()} == record

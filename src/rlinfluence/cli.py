@@ -11,7 +11,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.config import ConfigError, register_schemas, validate
 from rlinfluence.rundir import is_done, register_resolvers
@@ -38,7 +38,24 @@ def run_task(cfg: DictConfig, run_dir: Path) -> dict | None:
     elif is_done(run_dir):
         print(f"rlinfluence: {run_dir} is already finished (force=true reruns it)", file=sys.stderr)
         return None
+    record_invocation(cfg, run_dir)
     return train(cfg, run_dir)
+
+
+def record_invocation(cfg: DictConfig, run_dir: Path) -> None:
+    """Hydra's `.hydra/` record (config, hydra, overrides) of the invocation that trains in `run_dir`.
+
+    Hydra's own writing of it is switched off (`hydra.output_subdir: null`): it happens before any
+    check, so a rejected command or a rerun of a finished run would overwrite the record of the
+    invocation that produced the run's results."""
+    if not HydraConfig.initialized():  # called from Python (tests, benchmarks), not from the CLI
+        return
+    hydra_cfg = HydraConfig.get()
+    record = run_dir / ".hydra"
+    record.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, record / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), record / "hydra.yaml")
+    OmegaConf.save(hydra_cfg.overrides.task, record / "overrides.yaml")
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")

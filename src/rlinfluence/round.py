@@ -141,7 +141,7 @@ def _summary(cfg: DictConfig, rounds_completed: int, last_row: dict[str, Any] | 
 
 
 def reset_run(run_dir: Path) -> None:
-    """force=true: forget a previous attempt (keep Hydra's .hydra/ of this invocation)."""
+    """force=true: forget a previous attempt."""
     for name in (CHECKPOINT, DONE, "metrics.csv", "summary.json"):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "wandb", ignore_errors=True)
