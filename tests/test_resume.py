@@ -50,3 +50,14 @@ def test_kill_minus_9_then_rerun_equals_uninterrupted_run(tmp_path, env):
 
     assert metrics(interrupted, env) == metrics(tmp_path / "reference", env)
     assert next(interrupted.rglob("DONE"))
+
+
+def test_a_run_killed_after_its_last_checkpoint_finishes_with_its_summary(tmp_path, tiny_config):
+    """Killed between the final checkpoint and DONE: the rerun only writes the summary and DONE."""
+    from rlinfluence.cli import run_task
+
+    cfg = tiny_config("env=frozenlake")
+    finished = run_task(cfg, tmp_path)
+    (tmp_path / "DONE").unlink()
+    (tmp_path / "summary.json").unlink()
+    assert run_task(cfg, tmp_path) == finished and (tmp_path / "DONE").exists()

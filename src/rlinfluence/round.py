@@ -14,7 +14,6 @@ config and in the strategy objects (selection, target, action head), never in th
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from pathlib import Path
@@ -130,13 +129,12 @@ class Trainer:
         self.evaluator.close()
 
 
-def _summary(cfg: DictConfig, rounds_completed: int, last_row: dict[str, Any] | None, done: bool) -> dict[str, Any]:
-    final = last_row["test_return"] if last_row else NAN
+def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool) -> dict[str, Any]:
     return {
         "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
         "method_tag": method_tag(cfg.method), "p": cfg.method.p, "optimizer": cfg.optimizer.name,
         "seed": cfg.seed, "rounds": cfg.env.rounds, "rounds_completed": rounds_completed,
-        "final_test_return": None if final is None or math.isnan(final) else final, "done": done,
+        "final_test_return": final_test_return, "done": done,
     }
 
 
@@ -156,7 +154,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     start = trainer.load_state_dict(checkpoint) + 1 if checkpoint else 0
     name = f"{cfg.env.name}-{method_tag(cfg.method)}-{cfg.optimizer.name}-seed{cfg.seed}"
     logger = RunLogger(cfg, run_dir, name, last_round=start - 1 if checkpoint else None)
-    row, exit_code, summary = None, 1, None
+    exit_code, summary = 1, None
     progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
                     disable=not cfg.progress, unit="round")
     try:
@@ -164,9 +162,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             row = trainer.initial_row() if k == 0 else trainer.run_round(k)
             logger.log(row)
             save_checkpoint(run_dir, trainer.state_dict(k))
-            write_json(run_dir / "summary.json", _summary(cfg, k, row, done=False))
+            write_json(run_dir / "summary.json", _summary(cfg, k, logger.last_test_return, done=False))
             progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
-        summary = _summary(cfg, cfg.env.rounds, row, done=True)
+        summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)
         write_json(run_dir / "summary.json", summary)
         (run_dir / DONE).touch()
         exit_code = 0

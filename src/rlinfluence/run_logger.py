@@ -96,13 +96,21 @@ class RunLogger:
             writer = csv.DictWriter(handle, COLUMNS)
             writer.writeheader()
             writer.writerows(kept)
+        self.last_test_return: float | None = None  # of the latest evaluated round, resumed rows included
+        for row in kept:
+            self._remember(float(row["test_return"]))
         self.wandb = WandbMirror(cfg, run_dir, run_name)
+
+    def _remember(self, test_return: float) -> None:
+        if not math.isnan(test_return):
+            self.last_test_return = test_return
 
     def log(self, row: dict[str, Any]) -> None:
         with open(self.path, "a", newline="") as handle:
             csv.DictWriter(handle, COLUMNS).writerow({key: row[key] for key in COLUMNS})
             handle.flush()
             os.fsync(handle.fileno())
+        self._remember(float(row["test_return"]))
         self.wandb.log(row)
 
     def finish(self, summary: dict[str, Any] | None, exit_code: int) -> None:
