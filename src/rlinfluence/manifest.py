@@ -47,10 +47,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from rlinfluence.cli import CONFIG_DIR
 from rlinfluence.rundir import is_done
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG_DIR = REPO_ROOT / "conf"
+DEFAULT_CONFIG_DIR = Path(CONFIG_DIR)
 DEFAULT_SCRIPT = REPO_ROOT / "sbatch" / "run_array.sbatch"
 CONFIG_NAME = "config"
 TITLE = "rlinfluence manifest: one run per line (Hydra overrides, shell words)"
@@ -194,8 +195,6 @@ class Composer:
 
     def __enter__(self) -> "Composer":
         from hydra import initialize_config_dir
-
-        import rlinfluence.cli  # noqa: F401  (registers the config schema and resolvers)
 
         self._context = initialize_config_dir(config_dir=str(self.config_dir), version_base="1.3")
         self._context.__enter__()

@@ -152,9 +152,6 @@ class ActorCritic(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.value_head(self.vf_body(self.features(obs))).squeeze(-1)
 
-    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self.action_head.log_prob(self.policy_output(obs), actions)
-
     # numpy in, numpy out: what the env loops (collection, evaluation) need, on any device.
 
     @property

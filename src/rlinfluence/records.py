@@ -30,17 +30,9 @@ class RolloutBuffer:
     def __len__(self) -> int:
         return self.obs.shape[0]
 
-    @property
-    def ids(self) -> np.ndarray:
-        return np.arange(len(self))
-
     def _map(self, fn) -> "RolloutBuffer":
         return RolloutBuffer(**{f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
                                 for f in fields(self)})
-
-    def take(self, ids: torch.Tensor | np.ndarray) -> "RolloutBuffer":
-        index = torch.as_tensor(ids, dtype=torch.long)
-        return self._map(lambda tensor: tensor[index])
 
     def to(self, device: torch.device) -> "RolloutBuffer":
         return self._map(lambda tensor: tensor.to(device))
