@@ -1,7 +1,8 @@
 """Rollout collection from the training envs, and the env state a checkpoint needs.
 
-Episodes continue across rounds (no reset at a round boundary). Each episode starts from
-`reset(seed=s)` with s drawn from the env's own seeded stream, and the actions taken since are
+Episodes continue across rounds (no reset at a round boundary) unless the collection protocol says
+otherwise (`collection.*`: the authors' per-round restart, split into its parts). Each episode starts
+from `reset(seed=s)` with s drawn from the env's own seeded stream, and the actions taken since are
 kept, so a checkpoint can restore every env mid-episode exactly by replaying them: gymnasium
 envs are deterministic given the reset seed and the actions.
 """
@@ -13,16 +14,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinfluence.config import EnvConfig
+from rlinfluence.config import CollectionConfig, EnvConfig
 from rlinfluence.envs import make_env, state_key_function, to_env_action
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
 
 
 class TrainEnvs:
-    def __init__(self, env_cfg: EnvConfig, seed_seq: np.random.SeedSequence):
+    def __init__(self, env_cfg: EnvConfig, seed_seq: np.random.SeedSequence,
+                 collection: CollectionConfig | None = None):
         self.envs = [make_env(env_cfg) for _ in range(env_cfg.n_envs)]
         self.seed_rngs = [np.random.default_rng(child) for child in seed_seq.spawn(env_cfg.n_envs)]
+        self.first_seed_states = [rng.bit_generator.state for rng in self.seed_rngs]
+        self.collection = collection or CollectionConfig()
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         self.state_key = state_key_function(env_cfg)  # None: the env exposes no discrete state
@@ -40,6 +44,20 @@ class TrainEnvs:
         self.obs[i], _ = self.envs[i].reset(seed=self.episode_seeds[i])
         self.episode_actions[i] = []
         self.episode_returns[i] = 0.0
+
+    def start_round(self) -> None:
+        """Apply the collection protocol before a round's rollout (nothing, for the clean protocol).
+
+        repeat_starts rewinds each env's stream of episode seeds, so every round's episodes start
+        from the same seeded states; an env that has not stepped yet is reset from the rewound stream,
+        which makes round 1 identical to the clean protocol's. abandon_unfinished drops the episode
+        in progress (its partial return is not reported)."""
+        for i in range(len(self.envs)):
+            started = bool(self.episode_actions[i])
+            if self.collection.repeat_starts:
+                self.seed_rngs[i].bit_generator.state = self.first_seed_states[i]
+            if (self.collection.abandon_unfinished and started) or (self.collection.repeat_starts and not started):
+                self._reset(i)
 
     def step(self, i: int, action: np.ndarray) -> tuple[float, bool, bool, np.ndarray]:
         """Step env i; on episode end reset it. Returns (reward, terminated, truncated, final_obs)."""

@@ -87,6 +87,8 @@ class PPOConfig:
     # The authors' code disabled clipping despite listing 0.5; both arms use the same value.
     max_grad_norm: Optional[float] = None
     normalize_advantage: bool = True
+    # Skip each epoch's last, smaller minibatch (the authors' filtered training does; SB3 keeps it).
+    drop_last_minibatch: bool = False
 
 
 @dataclass
@@ -100,6 +102,20 @@ class EvalConfig:
 class InfluenceConfig:
     backend: str = "jvp"  # jvp | reference (per-record autograd loop; slow, for checking)
     chunk_size: int = 4096  # records per forward-mode pass (bounds memory on image envs)
+    # How the per-record loss normalises Â: over the whole buffer, or (the authors' code) within each
+    # ppo.batch_size chunk of a seeded random partition of the buffer, like one epoch of SB3 minibatches.
+    normalization: str = "buffer"  # buffer | chunk
+
+
+@dataclass
+class CollectionConfig:
+    """How a round's rollout continues from the previous one. Clean (all false): one continuous run, as
+    standard PPO does. The authors' IIF started every round in a fresh process seeded with the run
+    seed; each part of that is a switch here so it can be measured alone (paper-spec §3.1, §9)."""
+
+    abandon_unfinished: bool = False  # reset every env at a round's start: the episode in progress is lost
+    repeat_starts: bool = False  # every round replays the same sequence of seeded episode starts
+    repeat_action_noise: bool = False  # every round reuses the same action-sampling noise
 
 
 @dataclass
@@ -134,6 +150,7 @@ class Config:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     target: TargetConfig = field(default_factory=TargetConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    collection: CollectionConfig = field(default_factory=CollectionConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
@@ -151,6 +168,7 @@ TARGETS = ("return", "action")
 LOGGER_MODES = ("offline", "online", "disabled")
 NETWORKS = ("mlp", "cnn", "nature_cnn")
 INFLUENCE_BACKENDS = ("jvp", "reference")
+INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -187,6 +205,7 @@ def validate(cfg: DictConfig) -> None:
     _one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     _one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
     _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
+    _one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
              f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
 

@@ -1,7 +1,8 @@
 """Per-record influence at the round's start: I_i = ⟨∇θ ℓ_i(θ_k), ∇θ L_f(θ_k)⟩, policy parameters only.
 
-ℓ_i is the per-record PPO policy loss (losses.py) with advantages normalised over the buffer;
-L_f is the target's loss. Positive I_i: a gradient step on record i lowers L_f (raises f), the
+ℓ_i is the per-record PPO policy loss (losses.py) with advantages normalised over the buffer (or,
+`influence.normalization=chunk`, within each minibatch-sized chunk of a seeded random partition, as
+the authors' code did); L_f is the target's loss. Positive I_i: a gradient step on record i lowers L_f (raises f), the
 record helps; negative: it hurts.
 
 All N scores are directional derivatives of the per-record loss vector along v = ∇L_f, so one
@@ -11,6 +12,7 @@ is the slow explicit per-record autograd loop that the tests check the fast path
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, jvp
@@ -38,7 +40,8 @@ class _PolicyFn(nn.Module):
 class _Attribution:
     """What both backends share: the policy parameters at θ_k, the target gradient, ℓ(θ)."""
 
-    def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig):
+    def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
+                 normalized_advantages: torch.Tensor | None = None):
         self.policy = _PolicyFn(model)
         buffer = buffer.to(model.device)
         names = model.policy_parameter_names()
@@ -47,7 +50,8 @@ class _Attribution:
         self.buffer, self.ppo = buffer, ppo
         with torch.no_grad():
             self.old_log_prob = self.policy(buffer.obs, buffer.actions)[0]
-        self.advantages = normalize_advantages(buffer.advantages)
+        self.advantages = (normalize_advantages(buffer.advantages) if normalized_advantages is None
+                           else normalized_advantages.to(model.device))
         self.target_gradient = self._target_gradient(target)
 
     def policy_fn(self, params: Params):
@@ -65,18 +69,34 @@ class _Attribution:
                                       self.ppo.clip_range, entropy, self.ppo.ent_coef)
 
 
+def chunk_normalized_advantages(advantages: torch.Tensor, chunk: int, rng: np.random.Generator) -> torch.Tensor:
+    """Â normalised within each `chunk`-record part of a random partition of the buffer: what one epoch
+    of SB3 minibatches sees, and what the authors' influence used (their buffer was the epoch-1 shuffle)."""
+    order = torch.from_numpy(rng.permutation(len(advantages))).to(advantages.device)
+    normalized = torch.empty_like(advantages)
+    for start in range(0, len(order), chunk):
+        ids = order[start:start + chunk]
+        normalized[ids] = normalize_advantages(advantages[ids])
+    return normalized
+
+
 def compute_influence(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                      cfg: InfluenceConfig) -> torch.Tensor:
-    """The round's scores with the configured backend."""
+                      cfg: InfluenceConfig, partition_rng: np.random.Generator | None = None) -> torch.Tensor:
+    """The round's scores with the configured backend and advantage normalisation
+    (`partition_rng` draws the chunks of `influence.normalization=chunk`)."""
+    normalized = None
+    if cfg.normalization == "chunk":
+        normalized = chunk_normalized_advantages(buffer.advantages, ppo.batch_size, partition_rng)
     if cfg.backend == "reference":
-        return reference_scores(model, buffer, target, ppo)
-    return influence_scores(model, buffer, target, ppo, cfg.chunk_size)
+        return reference_scores(model, buffer, target, ppo, normalized)
+    return influence_scores(model, buffer, target, ppo, cfg.chunk_size, normalized)
 
 
 def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                     chunk_size: int = 4096) -> torch.Tensor:
-    """All N scores by forward-mode AD along the target gradient, `chunk_size` records per pass."""
-    attribution = _Attribution(model, buffer, target, ppo)
+                     chunk_size: int = 4096, normalized_advantages: torch.Tensor | None = None) -> torch.Tensor:
+    """All N scores by forward-mode AD along the target gradient, `chunk_size` records per pass.
+    `normalized_advantages`: the per-record loss's Â (default: normalised over the whole buffer)."""
+    attribution = _Attribution(model, buffer, target, ppo, normalized_advantages)
     scores = []
     for start in range(0, len(buffer), chunk_size):
         ids = slice(start, start + chunk_size)
@@ -86,9 +106,10 @@ def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
     return torch.cat(scores)
 
 
-def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig) -> torch.Tensor:
+def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
+                     normalized_advantages: torch.Tensor | None = None) -> torch.Tensor:
     """The definition, literally: one backward pass per record, then a dot product. Slow; for tests."""
-    attribution = _Attribution(model, buffer, target, ppo)
+    attribution = _Attribution(model, buffer, target, ppo, normalized_advantages)
     params = {k: v.clone().requires_grad_(True) for k, v in attribution.params.items()}
     scores = torch.empty(len(buffer), device=model.device)
     for i in range(len(buffer)):

@@ -29,7 +29,7 @@ from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.evaluation import Evaluator
 from rlinfluence.influence import compute_influence
 from rlinfluence.networks import ActorCritic
-from rlinfluence.rundir import DONE, method_tag
+from rlinfluence.rundir import DONE, method_tag, protocol_tag, run_leaf
 from rlinfluence.run_logger import RunLogger
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import make_selection
@@ -45,13 +45,15 @@ class Trainer:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
         streams = spawn_streams(cfg.seed)
-        self.envs = TrainEnvs(cfg.env, streams["train_envs"])
+        self.envs = TrainEnvs(cfg.env, streams["train_envs"], cfg.collection)
         self.model = ActorCritic(self.envs.observation_space, self.envs.action_space, cfg.env.network,
                                  torch_generator(streams["network"])).to(cfg.device)
         self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters())
         self.action_generator = torch_generator(streams["actions"])
+        self.first_action_state = self.action_generator.get_state()  # collection.repeat_action_noise rewinds to it
         self.selection_rng = numpy_generator(streams["selection"])
         self.shuffle_rng = numpy_generator(streams["shuffle"])
+        self.partition_rng = numpy_generator(streams["influence_partition"])  # influence.normalization=chunk
         self.evaluator = Evaluator(cfg.env, cfg.eval, streams["eval"])
         self.target = make_target(cfg.target)
         self.method = make_selection(cfg)
@@ -77,12 +79,16 @@ class Trainer:
             clock.append(time.perf_counter())
             return clock[-1] - clock[-2]
 
+        if cfg.collection.repeat_action_noise:
+            self.action_generator.set_state(self.first_action_state)
+        self.envs.start_round()
         buffer = collect_rollout(self.model, self.envs, cfg.env.n_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda,
                                  self.action_generator)
         time_collect = lap()
         scores = None
         if self.method.needs_scores:
-            scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence).cpu().numpy()
+            scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence,
+                                       self.partition_rng).cpu().numpy()
         time_influence = lap()
         selection = self.method.select(buffer, scores, self.selection_rng)
         time_select = lap()
@@ -112,6 +118,7 @@ class Trainer:
             "action_generator": self.action_generator.get_state(),
             "selection_rng": self.selection_rng.bit_generator.state,
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
+            "partition_rng": self.partition_rng.bit_generator.state,
             "envs": self.envs.state_dict(),
         }
 
@@ -121,6 +128,7 @@ class Trainer:
         self.action_generator.set_state(state["action_generator"])
         self.selection_rng.bit_generator.state = state["selection_rng"]
         self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
+        self.partition_rng.bit_generator.state = state["partition_rng"]
         self.envs.load_state_dict(state["envs"])
         return int(state["round"])
 
@@ -133,7 +141,7 @@ def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | 
     return {
         "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
         "method_tag": method_tag(cfg.method), "p": cfg.method.p, "optimizer": cfg.optimizer.name,
-        "seed": cfg.seed, "rounds": cfg.env.rounds, "rounds_completed": rounds_completed,
+        "protocol": protocol_tag(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds, "rounds_completed": rounds_completed,
         "final_test_return": final_test_return, "done": done,
     }
 
@@ -152,7 +160,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     trainer = Trainer(cfg)
     checkpoint = load_checkpoint(run_dir)
     start = trainer.load_state_dict(checkpoint) + 1 if checkpoint else 0
-    name = f"{cfg.env.name}-{method_tag(cfg.method)}-{cfg.optimizer.name}-seed{cfg.seed}"
+    name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
     logger = RunLogger(cfg, run_dir, name, last_round=start - 1 if checkpoint else None)
     exit_code, summary = 1, None
     progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,

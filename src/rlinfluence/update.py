@@ -1,7 +1,8 @@
 """The PPO update on the selected records (SB3 2.x PPO semantics).
 
 Each epoch reshuffles the kept records and cuts them into minibatches of `batch_size` (the last
-one may be smaller, as in SB3), so fewer kept records mean fewer gradient steps: that saving is
+one may be smaller, as in SB3, or skipped with `ppo.drop_last_minibatch`, as in the authors' filtered
+training), so fewer kept records mean fewer gradient steps: that saving is
 part of IIF's speed-up. Reweighting methods instead draw N ids with replacement by weight.
 """
 
@@ -26,13 +27,15 @@ def make_optimizer(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.eps, foreach=True)
 
 
-def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator) -> Iterator[torch.Tensor]:
+def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator,
+                  drop_last: bool = False) -> Iterator[torch.Tensor]:
     if selection.weights is None:
         order = rng.permutation(np.flatnonzero(selection.keep))
     else:
         order = rng.choice(len(selection.keep), size=len(selection.keep), p=selection.weights)
     ids = torch.from_numpy(order)
-    for start in range(0, len(ids), batch_size):
+    end = len(ids) - len(ids) % batch_size if drop_last else len(ids)
+    for start in range(0, end, batch_size):
         yield ids[start:start + batch_size]
 
 
@@ -41,11 +44,11 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
     buffer = buffer.to(model.device)
     # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
     clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
-    max_grad_norm, normalize = ppo.max_grad_norm, bool(ppo.normalize_advantage)
+    max_grad_norm, normalize, drop_last = ppo.max_grad_norm, bool(ppo.normalize_advantage), bool(ppo.drop_last_minibatch)
     sums = torch.zeros(5, device=model.device)  # policy loss, value loss, entropy, approx KL, clip fraction
     n_minibatches = 0
     for _ in range(ppo.n_epochs):
-        for ids in minibatch_ids(selection, ppo.batch_size, rng):
+        for ids in minibatch_ids(selection, ppo.batch_size, rng, drop_last):
             ids = ids.to(model.device)
             head_out, values = model(buffer.obs[ids])
             log_prob, entropy = model.action_head.log_prob_entropy(head_out, buffer.actions[ids])

@@ -58,6 +58,7 @@ class Runs:
     envs: tuple[str, ...]
     arms: tuple[Arm, ...]
     seeds: int
+    protocol: str = "clean"  # the runs' protocol (rundir.protocol_tag): every arm under the same one
 
     @property
     def command(self) -> str:
@@ -66,7 +67,7 @@ class Runs:
     def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
         labels = {arm.tag_for(env): arm.label for arm in self.arms}
         rows = tidy[(tidy["experiment"] == self.experiment) & (tidy["env"] == env)
-                    & tidy["method_tag"].isin(labels)]
+                    & (tidy["protocol"] == self.protocol) & tidy["method_tag"].isin(labels)]
         seeds = {tag: set(rows.loc[rows["method_tag"] == tag, "seed"]) for tag in labels}
         rows = rows.assign(arm=rows["method_tag"].map(labels))
         return rows, seeds, set.intersection(*seeds.values())
@@ -86,11 +87,12 @@ class Runs:
         return replace(self, envs=envs)
 
     def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        """The rows of the needed runs on the seeds all arms share, with an `arm` label column."""
+        """The rows of the needed runs on the first `seeds` seeds all arms share, with an `arm` label
+        column: every environment of an output is averaged over the same number of seeds."""
         parts = []
         for env in self.envs:
             rows, _, common = self._env_runs(tidy, env)
-            parts.append(rows[rows["seed"].isin(common)])
+            parts.append(rows[rows["seed"].isin(sorted(common)[:self.seeds])])
         return pd.concat(parts, ignore_index=True)
 
 

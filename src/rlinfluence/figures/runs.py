@@ -18,12 +18,12 @@ from rlinfluence.rundir import DONE
 
 log = logging.getLogger(__name__)
 
-RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "seed"]
+RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "protocol", "seed"]
 ROUND_COLUMNS = ["round", "env_steps", "test_return", "n_records", "n_kept",
                  "time_collect", "time_influence", "time_update", "time_eval"]
 TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS
 # One run = one curve; a second run with the same key would be ambiguous in every figure.
-RUN_KEY = ["experiment", "env", "method_tag", "seed"]
+RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
 # Enough digits to round-trip every value that matters, few enough to keep the diffs readable.
 CSV_FLOAT_FORMAT = "%.10g"
 
@@ -59,7 +59,7 @@ def sort_tidy(tidy: pd.DataFrame) -> pd.DataFrame:
 def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
     clashes = tidy[tidy.duplicated(RUN_KEY + ["round"], keep=False)].drop_duplicates(RUN_COLUMNS)
     if len(clashes):
-        raise ValueError(f"{where}: several runs share experiment/env/method_tag/seed:\n{clashes.to_string()}")
+        raise ValueError(f"{where}: several runs share experiment/env/method_tag/protocol/seed:\n{clashes.to_string()}")
 
 
 def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
