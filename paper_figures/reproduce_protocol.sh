@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 RLINFLUENCE=${RLINFLUENCE:-.venv/bin/rlinfluence}
-run() { $RLINFLUENCE -m hydra/launcher=joblib hydra.launcher.n_jobs="$JOBS" logger=disabled progress=false "$@"; }
+# EXTRA: overrides added to every command (e.g. EXTRA=runs_root=/scratch/runs)
+run() { $RLINFLUENCE -m hydra/launcher=joblib hydra.launcher.n_jobs="$JOBS" logger=disabled progress=false "$@" ${EXTRA:-}; }
 ABANDON="collection.abandon_unfinished=true"
 SAME_STARTS="collection.repeat_starts=true"
 SAME_NOISE="collection.repeat_action_noise=true"
