@@ -15,7 +15,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from rlinfluence.cli import CONFIG_DIR
 from rlinfluence.config import validate
 from rlinfluence.figures.outputs import OUTPUTS
-from rlinfluence.rundir import method_tag
+from rlinfluence.rundir import run_leaf
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
@@ -36,11 +36,24 @@ EXPECTED = {
     "heuristics_advantage": runs(["frozenlake", "minigrid"],
                                  ["ppo", "iif-p{p}", "advantage-h1-p{p}", "advantage-h2-p{p}"], 3),
     "heuristics_td_error": runs(["frozenlake", "lunarlander"], ["ppo", "iif-p{p}", "td_error"], 3),
+    "protocol": runs(["frozenlake", "acrobot", "minigrid"],
+                     ["iif-p{p}", "ppo", "random-p{p}", "iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 10),
+    "protocol_parts": runs(["acrobot", "frozenlake"], [f"{tag}-{part}" for tag in ("iif-p{p}", "ppo")
+                                                       for part in ("abandon", "samestarts", "samenoise")], 10),
+    "collapse": runs(["frozenlake"], ["iif-p{p}", "iif-p{p}-paper"], 30),
+    "protocol_lunarlander": runs(["lunarlander"], ["iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 5),
 }
-JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "heuristics_advantage": 24, "heuristics_td_error": 18}
+JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "heuristics_advantage": 24, "heuristics_td_error": 18,
+              "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15}
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
-         "adam": ["Table 3", "Fig. 15"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"]}
+         "adam": ["Table 3", "Fig. 15"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
+         "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
+         "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"], "collapse": ["collapse_frozenlake"],
+         "protocol_lunarlander": ["protocol_comparison_lunarlander"]}
+# The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
+# extends the main comparison.
+EXPERIMENT_NAME = {"protocol": "main", "protocol_parts": "main", "collapse": "main", "protocol_lunarlander": "main"}
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 
 
@@ -80,8 +93,8 @@ def test_overlay_launches_exactly_the_runs_its_result_needs(jobs, name):
     assert len(configs) == JOB_COUNTS[name]
     for cfg in configs:
         validate(cfg)
-        assert cfg.experiment_name == name
-    launched = [(c.env.name, c.optimizer.name, method_tag(c.method), c.seed) for c in configs]
+        assert cfg.experiment_name == EXPERIMENT_NAME.get(name, name)
+    launched = [(c.env.name, c.optimizer.name, run_leaf(c), c.seed) for c in configs]
     assert len(set(launched)) == len(launched)  # no two jobs share a run directory
     assert set(launched) == EXPECTED[name]
 
@@ -105,11 +118,13 @@ def test_overlay_header_names_its_paper_result_and_command(name):
 
 @pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: o.name)
 def test_every_figure_finds_its_runs_in_an_overlay(jobs, output):
-    """The figure code names an experiment and the (env, method_tag, seed) runs it reads."""
+    """The figure code names an experiment and the (env, run folder, seed) runs it reads; the overlays
+    writing to that experiment launch them all, and the one the figure names is among them."""
     name = output.runs.experiment
-    if name not in jobs:
-        pytest.skip(f"the figure code reads experiment {name!r}, which no overlay makes (see the overlays' names)")
-    launched = {(c.env.name, method_tag(c.method), c.seed) for c in jobs[name]}
-    needed = {(env, arm.tag_for(env), seed) for env in output.runs.envs for arm in output.runs.arms
+    writers = [overlay for overlay in jobs if EXPERIMENT_NAME.get(overlay, overlay) == name]
+    assert (output.runs.overlay or name) in writers
+    launched = {(c.env.name, run_leaf(c), c.seed) for overlay in writers for c in jobs[overlay]}
+    needed = {(env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
+              for env in output.runs.envs for arm in output.runs.arms for protocol in output.runs.protocols
               for seed in range(output.runs.seeds)}
     assert needed <= launched

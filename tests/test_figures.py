@@ -24,13 +24,14 @@ TIMES = {"ppo": (1.0, 0.0, 2.0), "iif": (1.0, 0.5, 1.0)}
 
 
 def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: bool = True,
-              curve: list[float] | None = None) -> Path:
+              curve: list[float] | None = None, protocol: str = "clean") -> Path:
     """One run directory following the core's contract (metrics.csv, summary.json, DONE)."""
     method, _, p = tag.partition("-p")
     method = method.split("-")[0]
     curve = curve or [r + 10 * seed for r in CURVES.get(method, OTHER_CURVE)]
     collect, influence, update = TIMES.get(method, (1.0, 0.0, 2.0))
-    run_dir = root / experiment / env / "sgd" / tag / f"seed{seed}"
+    leaf = tag if protocol == "clean" else f"{tag}-{protocol}"
+    run_dir = root / experiment / env / "sgd" / leaf / f"seed{seed}"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "config.yaml").write_text(f"seed: {seed}\n")
     rounds = range(len(curve))
@@ -46,7 +47,7 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
     }).to_csv(run_dir / "metrics.csv", index=False)
     (run_dir / "summary.json").write_text(json.dumps({
         "experiment": experiment, "env": env, "method": method, "method_tag": tag,
-        "p": float(p) if p else None, "optimizer": "sgd", "seed": seed, "rounds": len(curve) - 1,
+        "p": float(p) if p else None, "optimizer": "sgd", "protocol": protocol, "seed": seed, "rounds": len(curve) - 1,
         "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
     }))
     if done:
@@ -55,10 +56,11 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
 
 
 def write_every_needed_run(root: Path) -> None:
-    needed = {(o.runs.experiment, env, arm.tag_for(env), seed)
-              for o in OUTPUTS for env in o.runs.envs for arm in o.runs.arms for seed in range(o.runs.seeds)}
-    for run in sorted(needed):
-        write_run(root, *run)
+    needed = {(o.runs.experiment, env, arm.tag_for(env), seed, protocol)
+              for o in OUTPUTS for env in o.runs.envs for arm in o.runs.arms for seed in range(o.runs.seeds)
+              for protocol in o.runs.protocols}
+    for experiment, env, tag, seed, protocol in sorted(needed):
+        write_run(root, experiment, env, tag, seed, protocol=protocol)
 
 
 def table(out_dir: Path, name: str) -> pd.DataFrame:
@@ -82,8 +84,10 @@ def made(tmp_path_factory):
 
 
 FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_error", "fig14_p_ablation",
-           "fig15_adam"]
-TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime"]
+           "fig15_adam", "protocol_curves"]
+TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
+          "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
+          "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -102,7 +106,11 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
                                                           "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
-    assert len(main) == 6 * 3 * 5 * 5  # envs × methods × seeds × rounds (0..4)
+    main_runs = {(env, arm.tag_for(env), protocol, seed) for o in OUTPUTS if o.runs.experiment == "main"
+                 for env in o.runs.envs for arm in o.runs.arms for protocol in o.runs.protocols
+                 for seed in range(o.runs.seeds)}
+    assert len(main) == len(main_runs) * 5  # runs × rounds (0..4)
+    assert main.groupby(["env", "method_tag", "protocol", "seed"]).size().eq(5).all()
 
 
 MAIN_ENV_TITLES = ["FrozenLake", "Acrobot", "MiniGrid", "Highway", "LunarLander", "BipedalWalker"]
@@ -128,6 +136,45 @@ def test_efficiency_table_values(made):
     assert ours[["Seeds", "SE_ave (%)", "SE_peak (%)", "RT_peak (%)", "Unreached levels"]].tolist() == [
         "5", "33.3 ± 0.0", "50.0 ± 0.0", "58.3 ± 0.0", "0 / 20"]
     assert theirs[["Seeds", "SE_ave (%)", "Unreached levels"]].tolist() == ["5", "34.0 ± 2.0", "—"]
+
+
+def test_protocol_table_pairs_each_protocol_and_the_authors_pairing(made):
+    rows = table(made[2], "protocol_comparison")
+    assert [tuple(r) for r in rows[["Env", "Protocol", "Arm"]].itertuples(index=False)] == [
+        (env, pairing, arm) for env in ["FrozenLake", "Acrobot", "MiniGrid"]
+        for pairing in ("clean vs PPO clean", "paper vs PPO paper", "paper vs PPO clean") for arm in ("IIF", "Random")]
+    iif = rows.set_index(["Env", "Protocol", "Arm"]).loc[("Acrobot", "paper vs PPO clean", "IIF")]
+    # Every seed's IIF curve is the same shape (see CURVES): 33.3 % everywhere, no spread to resample.
+    assert iif[["Seeds", "SE_ave mean ± std", "SE_ave median", "SE_ave IQM [95 % CI]", "SE_ave without worst seed",
+                "SE_ave of seed-mean curves", "SE_peak mean ± std", "Paper SE_ave"]].tolist() == [
+        "10", "33.3 ± 0.0", "33.3", "33.3 [nan, nan]", "33.3", "33.3", "50.0 ± 0.0", "36.7 ± 6.5"]
+    random = rows.set_index(["Env", "Protocol", "Arm"]).loc[("Acrobot", "clean vs PPO clean", "Random")]
+    # OTHER_CURVE reaches levels 1 and 2 at rounds 2 and 4 (−100 % each) and never 3 or 4 (0 %).
+    assert random[["SE_ave mean ± std", "Paper SE_ave"]].tolist() == ["-50.0 ± 0.0", "—"]
+    parts = table(made[2], "protocol_parts_acrobot")
+    assert list(parts["Protocol"].unique()) == [
+        "clean vs PPO clean", "abandon vs PPO abandon", "samestarts vs PPO samestarts",
+        "samenoise vs PPO samenoise", "paper vs PPO paper", "abandon vs PPO clean", "samestarts vs PPO clean",
+        "samenoise vs PPO clean", "paper vs PPO clean"]
+
+
+def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():
+    from rlinfluence.figures.outputs import COLLAPSE, IIF, STANDARD, Runs, collapse_table
+
+    def run(seed, arm, curve):
+        return pd.DataFrame({"env": "acrobot", "seed": seed, "arm": arm, "protocol": "clean",
+                             "round": range(len(curve)), "test_return": curve})
+
+    stuck = [-500.0] * 21 + [-100.0]  # reaches −150 at round 21: too late
+    fine = [-500.0, -400.0, -140.0] + [-100.0] * 19
+    rows = pd.concat([run(0, IIF.label, stuck), run(1, IIF.label, fine), run(2, IIF.label, stuck),
+                      run(0, STANDARD.label, fine), run(1, STANDARD.label, fine), run(2, STANDARD.label, fine)])
+    output = OUTPUTS[0].__class__("x", "x", "x", Runs("main", ("acrobot",), (IIF, STANDARD), seeds=3), collapse_table)
+    result = collapse_table(output, rows).set_index("Arm")
+    assert result.loc["IIF", "Failed / seeds"] == "2 / 3" and result.loc["IIF", "Failed seeds"] == "0, 2"
+    assert result.loc["IIF", "Rate [95 % Wilson CI]"] == "67 % [21, 94]"
+    assert result.loc["Standard PPO", "Failed / seeds"] == "0 / 3"
+    assert result.loc["IIF", "Failure"] == COLLAPSE["acrobot"][0]
 
 
 def test_p_ablation_paper_has_no_p_6_25_row(made):
@@ -165,26 +212,26 @@ def test_a_missing_experiment_is_reported_and_its_stale_files_removed(made, tmp_
 
 def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
     tidy = load_tidy(made[1])
-    one_seed_short = tidy[~((tidy["experiment"] == "main") & (tidy["env"] == "minigrid")
-                           & (tidy["method_tag"] == "random-p12.5") & (tidy["seed"] == 4))]
+    one_seed_short = tidy[~((tidy["experiment"] == "main") & (tidy["env"] == "highway")
+                           & (tidy["method_tag"] == "random-p50") & (tidy["seed"] == 4))]
     fig6a = next(o for o in OUTPUTS if o.name == "fig6a_learning_curves")
     shortfalls = fig6a.runs.shortfalls(one_seed_short)
-    assert list(shortfalls) == ["minigrid"]
-    assert "main/minigrid" in shortfalls["minigrid"]
-    assert "has 4 in common" in shortfalls["minigrid"] and "random-p12.5 4" in shortfalls["minigrid"]
+    assert list(shortfalls) == ["highway"]
+    assert "main/highway" in shortfalls["highway"]
+    assert "has 4 in common" in shortfalls["highway"] and "random-p50 4" in shortfalls["highway"]
 
 
 def test_an_incomplete_env_is_left_out_of_the_output_and_listed(made, tmp_path):
     tidy = load_tidy(made[1])
-    keep = ~((tidy["experiment"] == "main") & (tidy["env"] == "minigrid") & (tidy["seed"] == 4))
+    keep = ~((tidy["experiment"] == "main") & (tidy["env"] == "highway") & (tidy["seed"] == 4))
     (tmp_path / "data").mkdir()
     for experiment, rows in tidy[keep].groupby("experiment"):
         rows.to_csv(tmp_path / "data" / f"{experiment}.csv", index=False)
     results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out")}
     assert results["fig6b_efficiency"] == "partial" and results["table3_adam"] == "made"
-    assert "MiniGrid" not in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
+    assert "Highway" not in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
     assert "Acrobot" in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
-    assert "main/minigrid: needs 5 seeds" in (tmp_path / "out" / "MISSING.md").read_text()
+    assert "main/highway: needs 5 seeds" in (tmp_path / "out" / "MISSING.md").read_text()
 
 
 def test_unfinished_runs_are_skipped_and_listed(tmp_path):

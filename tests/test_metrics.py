@@ -138,3 +138,38 @@ class TestFinalReturnCI:
     def test_unpaired_lengths_are_rejected(self):
         with pytest.raises(ValueError, match="paired"):
             metrics.final_return_ci([1, 2, 3], [1, 2])
+
+
+class TestRobustStatistics:
+    # Ten seeds, one stuck at −500: the mean (−4.5) says "no gain", the robust summaries do not.
+    SEEDS = [-500.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 95.0]
+
+    def test_iqm_trims_a_quarter_from_each_end(self):
+        # int(0.25 · 10) = 2 values cut from each end: the mean of 20..70 is 45.
+        assert metrics.iqm(self.SEEDS) == pytest.approx(45.0)
+        assert metrics.iqm([1.0, 2.0, 3.0, 100.0]) == pytest.approx(2.5)
+
+    def test_mean_without_worst_drops_only_the_lowest_seed(self):
+        assert np.mean(self.SEEDS) == pytest.approx(-4.5)
+        assert metrics.mean_without_worst(self.SEEDS) == pytest.approx(455.0 / 9)
+        assert math.isnan(metrics.mean_without_worst([3.0]))
+
+    def test_bootstrap_ci_is_reproducible_and_brackets_the_iqm(self):
+        first, again = metrics.bootstrap_ci(self.SEEDS), metrics.bootstrap_ci(self.SEEDS)
+        assert first == again  # a fixed resampling seed: regenerated tables are byte-identical
+        assert first.low <= first.mean <= first.high and first.n == 10
+        assert first.low < 20.0 < 70.0 <= first.high + 10.0  # resamples with the stuck seed pull it down
+        median = metrics.bootstrap_ci(self.SEEDS, statistic=np.median)
+        assert median.mean == pytest.approx(45.0) and median.low >= 10.0
+
+    def test_bootstrap_ci_of_equal_values_has_no_interval(self):
+        ci = metrics.bootstrap_ci([5.0, 5.0, 5.0])
+        assert ci.mean == 5.0 and math.isnan(ci.low) and math.isnan(ci.high)
+
+    def test_rate_ci_is_wilsons_interval(self):
+        # Wilson, z = 1.96: 0 of 10 → [0, z²/(n + z²)] = [0, 0.2775]; 3 of 30 → [0.0346, 0.2562].
+        none = metrics.rate_ci(0, 10)
+        assert (none.mean, none.low) == (0.0, 0.0) and none.high == pytest.approx(0.2775, abs=1e-4)
+        some = metrics.rate_ci(3, 30)
+        assert (some.mean, some.n) == (0.1, 30)
+        assert (some.low, some.high) == pytest.approx((0.0346, 0.2562), abs=1e-4)

@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.render import figure_style
+from rlinfluence.rundir import CLEAN, PAPER
 
 MISSING_CELL = "—"
 
@@ -47,28 +48,36 @@ ABLATION_PS = (6.25, 12.5, 25.0, 50.0, 100.0)
 IIF_AT_P = tuple(Arm(f"IIF p = {p:g} %", f"iif-p{p:g}") for p in ABLATION_PS)
 
 MAIN_ENVS = ("frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker")
+PROTOCOL_ENVS = ("frozenlake", "acrobot", "minigrid")
+# Each part of the authors' collection alone (rundir.PROTOCOL_SWITCHES names). FrozenLake always
+# starts in the same state, so repeating the seeded starts alone changes nothing there.
+COLLECTION_PARTS = {"acrobot": ("abandon", "samestarts", "samenoise"), "frozenlake": ("abandon", "samenoise")}
 ABLATION_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander")
 
 
 @dataclass(frozen=True)
 class Runs:
-    """The runs an output needs: every arm in every env, with at least `seeds` seeds in common."""
+    """The runs an output needs: every arm in every env under each protocol, with at least `seeds`
+    seeds in common."""
 
     experiment: str
     envs: tuple[str, ...]
     arms: tuple[Arm, ...]
     seeds: int
-    protocol: str = "clean"  # the runs' protocol (rundir.protocol_tag): every arm under the same one
+    protocols: tuple[str, ...] = (CLEAN,)  # rundir.protocol_tag values; every arm is needed under each
+    overlay: str | None = None  # the +experiment overlay that makes the runs, when it is not `experiment`
 
     @property
     def command(self) -> str:
-        return f"rlinfluence -m +experiment={self.experiment}"
+        return f"rlinfluence -m +experiment={self.overlay or self.experiment}"
 
     def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
         labels = {arm.tag_for(env): arm.label for arm in self.arms}
         rows = tidy[(tidy["experiment"] == self.experiment) & (tidy["env"] == env)
-                    & (tidy["protocol"] == self.protocol) & tidy["method_tag"].isin(labels)]
-        seeds = {tag: set(rows.loc[rows["method_tag"] == tag, "seed"]) for tag in labels}
+                    & tidy["protocol"].isin(self.protocols) & tidy["method_tag"].isin(labels)]
+        seeds = {tag if protocol == CLEAN else f"{tag}-{protocol}":
+                 set(rows.loc[(rows["method_tag"] == tag) & (rows["protocol"] == protocol), "seed"])
+                 for tag in labels for protocol in self.protocols}
         rows = rows.assign(arm=rows["method_tag"].map(labels))
         return rows, seeds, set.intersection(*seeds.values())
 
@@ -78,9 +87,9 @@ class Runs:
         for env in self.envs:
             _, seeds, common = self._env_runs(tidy, env)
             if len(common) < self.seeds:
-                have = ", ".join(f"{tag} {len(s)}" for tag, s in seeds.items())
+                have = ", ".join(f"{run} {len(s)}" for run, s in seeds.items())
                 lines[env] = (f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
-                              f"has {len(common)} in common (finished seeds per method_tag: {have})")
+                              f"has {len(common)} in common (finished seeds per run name: {have})")
         return lines
 
     def restricted_to(self, envs: tuple[str, ...]) -> "Runs":
@@ -108,10 +117,18 @@ class Output:
 # ---------------------------------------------------------------- per-run quantities
 
 
+def _by_round(run: pd.DataFrame) -> pd.DataFrame:
+    return run.set_index("round").reindex(range(int(run["round"].max()) + 1))
+
+
+def _curve(run: pd.DataFrame) -> np.ndarray:
+    """Test-return curve of one run, indexed by round."""
+    return _by_round(run)["test_return"].to_numpy(dtype=float)
+
+
 def _curve_and_times(run: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Test-return curve and per-round training time of one run, indexed by round."""
-    run = run.set_index("round").reindex(range(int(run["round"].max()) + 1))
-    return run["test_return"].to_numpy(dtype=float), metrics.training_time(run)
+    return _curve(run), metrics.training_time(_by_round(run))
 
 
 def _final_return(run: pd.DataFrame) -> float:
@@ -123,22 +140,26 @@ def _by_arm(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {label: run for label, run in runs.groupby("arm")}
 
 
+def _efficiency(std_run: pd.DataFrame, run: pd.DataFrame) -> dict[str, float]:
+    """SE_ave, SE_peak, RT_peak (%) of one run against standard PPO's run of the same seed."""
+    (std_curve, std_times), (curve, times) = _curve_and_times(std_run), _curve_and_times(run)
+    levels = metrics.level_reductions(std_curve, curve)
+    return {
+        "SE_ave": metrics.se_ave(std_curve, curve),
+        "SE_peak": metrics.se_peak(std_curve, curve),
+        "RT_peak": metrics.rt_peak(std_curve, std_times, curve, times),
+        "levels": levels.levels.size, "unreached": levels.n_unreached,
+    }
+
+
 def efficiency_per_seed(rows: pd.DataFrame, arms: tuple[Arm, ...]) -> pd.DataFrame:
     """SE_ave, SE_peak, RT_peak (%) of each arm against standard PPO of the same env and seed."""
     records = []
     for (env, seed), runs in rows.groupby(["env", "seed"], sort=True):
         by_arm = _by_arm(runs)
-        std_curve, std_times = _curve_and_times(by_arm[STANDARD.label])
         for arm in arms:
-            curve, times = _curve_and_times(by_arm[arm.label])
-            levels = metrics.level_reductions(std_curve, curve)
-            records.append({
-                "env": env, "arm": arm.label, "p": by_arm[arm.label]["p"].iloc[0], "seed": seed,
-                "SE_ave": metrics.se_ave(std_curve, curve),
-                "SE_peak": metrics.se_peak(std_curve, curve),
-                "RT_peak": metrics.rt_peak(std_curve, std_times, curve, times),
-                "levels": levels.levels.size, "unreached": levels.n_unreached,
-            })
+            records.append({"env": env, "arm": arm.label, "p": by_arm[arm.label]["p"].iloc[0], "seed": seed,
+                            **_efficiency(by_arm[STANDARD.label], by_arm[arm.label])})
     return pd.DataFrame(records)
 
 
@@ -213,24 +234,31 @@ def _efficiency_table(rows: pd.DataFrame, arms: tuple[Arm, ...], keys: list[str]
 
 
 def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
-    """Test return against round, one panel per env, mean ± 95 % t-interval over seeds."""
-    envs, arms = output.runs.envs, output.runs.arms
+    """Test return against round, one panel per env, mean ± 95 % t-interval over seeds; one line
+    style per protocol when the output compares protocols."""
+    envs, arms, protocols = output.runs.envs, output.runs.arms, output.runs.protocols
     ncols = min(len(envs), 3)
     nrows = -(-len(envs) // ncols)
     palette = dict(zip([arm.label for arm in arms], sns.color_palette("colorblind", len(arms))))
+    dashes = dict(zip(protocols, ["", (4, 2), (1, 1), (6, 2, 1, 2), (2, 4)]))
     with figure_style():
         fig = Figure(figsize=(4.0 * ncols, 3.0 * nrows), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         for ax, env in zip(axes, envs):
+            style = {"style": "protocol", "style_order": list(protocols), "dashes": dashes} if len(protocols) > 1 else {}
             sns.lineplot(data=rows[rows["env"] == env].dropna(subset=["test_return"]),
                          x="round", y="test_return", hue="arm", hue_order=list(palette), palette=palette,
-                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax)
+                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax, **style)
             ax.set(title=paper.ENV_TITLES[env], xlabel="round", ylabel="test return")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         for ax in axes[len(envs):]:
             fig.delaxes(ax)
         handles = [Line2D([], [], color=color) for color in palette.values()]
-        fig.legend(handles, list(palette), loc="outside lower center", ncols=len(palette), frameon=False)
+        labels = list(palette)
+        if len(protocols) > 1:
+            handles += [Line2D([], [], color="black", dashes=dashes[protocol] or (None, None)) for protocol in protocols]
+            labels += [f"protocol {protocol}" for protocol in protocols]
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), frameon=False)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
@@ -279,6 +307,104 @@ def table5_runtime(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                          lambda key: paper.TABLE5.get(key[0]), digits=2, paper_seeds=3)
 
 
+# ---------------------------------------------------------------- our protocol against the authors'
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """A method's runs under one protocol against standard PPO's runs under another."""
+
+    protocol: str
+    std_protocol: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.protocol} vs PPO {self.std_protocol}"
+
+
+def pairings(protocols: tuple[str, ...]) -> tuple[Pairing, ...]:
+    """Each protocol against standard PPO under the same protocol; each other protocol also against
+    clean standard PPO: the authors' pairing (their IIF rounds restarted, their baseline was one
+    continuous SB3 run), which credits IIF with whatever the protocol itself changes."""
+    same = tuple(Pairing(protocol, protocol) for protocol in protocols)
+    return same + tuple(Pairing(protocol, CLEAN) for protocol in protocols if protocol != CLEAN)
+
+
+def _pick(runs: pd.DataFrame, arm: Arm, protocol: str) -> pd.DataFrame:
+    return runs[(runs["arm"] == arm.label) & (runs["protocol"] == protocol)]
+
+
+def paired_efficiency(rows: pd.DataFrame, arm: Arm, pairing: Pairing) -> pd.DataFrame:
+    """Per (env, seed): SE_ave, SE_peak, RT_peak of `arm` under pairing.protocol against standard PPO
+    of the same seed under pairing.std_protocol."""
+    return pd.DataFrame([{"env": env, "seed": seed,
+                          **_efficiency(_pick(runs, STANDARD, pairing.std_protocol), _pick(runs, arm, pairing.protocol))}
+                         for (env, seed), runs in rows.groupby(["env", "seed"], sort=True)])
+
+
+def _seed_mean_curve(runs: pd.DataFrame) -> np.ndarray:
+    return runs.groupby("round")["test_return"].mean().sort_index().to_numpy(dtype=float)
+
+
+def protocol_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    """SE_ave and SE_peak of each filtering arm, per env and protocol pairing: the paper's mean ± std
+    over seeds, then robust summaries (median, IQM with a bootstrap CI, the mean without the worst
+    seed) and SE_ave computed once on the seed-mean curves."""
+    table = []
+    for env in output.runs.envs:
+        env_rows = rows[rows["env"] == env]
+        for pairing in pairings(output.runs.protocols):
+            for arm in output.runs.arms:
+                if arm == STANDARD:
+                    continue
+                per_seed = paired_efficiency(env_rows, arm, pairing)
+                se_ave = per_seed["SE_ave"]
+                ci = metrics.bootstrap_ci(se_ave)
+                pooled = metrics.se_ave(_seed_mean_curve(_pick(env_rows, STANDARD, pairing.std_protocol)),
+                                        _seed_mean_curve(_pick(env_rows, arm, pairing.protocol)))
+                reported = paper.FIG6B.get(env, {}).get("SE_ave") if arm == IIF else None
+                table.append({
+                    "Env": paper.ENV_TITLES[env], "Protocol": pairing.label, "Arm": arm.label,
+                    "Seeds": str(len(per_seed)),
+                    "SE_ave mean ± std": _pm(se_ave.mean(), se_ave.std(), 1),
+                    "SE_ave median": f"{se_ave.median():.1f}",
+                    "SE_ave IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
+                    "SE_ave without worst seed": f"{metrics.mean_without_worst(se_ave):.1f}",
+                    "SE_ave of seed-mean curves": f"{pooled:.1f}",
+                    "SE_peak mean ± std": _pm(per_seed["SE_peak"].mean(), per_seed["SE_peak"].std(), 1),
+                    "SE_peak median": f"{per_seed['SE_peak'].median():.1f}",
+                    "Paper SE_ave": _pm(*reported, 1) if reported else MISSING_CELL,
+                })
+    return pd.DataFrame(table)
+
+
+# What counts as a failed seed, per environment: (description, test on one run's rows).
+COLLAPSE = {
+    "frozenlake": ("final test return < 0.5", lambda run: _final_return(run) < 0.5),
+    "acrobot": ("test return < −150 up to round 20",
+                lambda run: (metrics.first_round_reaching(_curve(run), -150.0) or 10**9) > 20),
+}
+
+
+def collapse_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    """How many seeds of each arm fail (COLLAPSE), with the rate's Wilson 95 % interval."""
+    table = []
+    for env in output.runs.envs:
+        criterion, failed = COLLAPSE[env]
+        for protocol in output.runs.protocols:
+            for arm in output.runs.arms:
+                runs = _pick(rows[rows["env"] == env], arm, protocol)
+                failed_seeds = sorted(seed for seed, run in runs.groupby("seed") if failed(run))
+                rate = metrics.rate_ci(len(failed_seeds), runs["seed"].nunique())
+                table.append({
+                    "Env": paper.ENV_TITLES[env], "Failure": criterion, "Protocol": protocol, "Arm": arm.label,
+                    "Failed / seeds": f"{len(failed_seeds)} / {rate.n}",
+                    "Rate [95 % Wilson CI]": f"{100 * rate.mean:.0f} % [{100 * rate.low:.0f}, {100 * rate.high:.0f}]",
+                    "Failed seeds": ", ".join(map(str, failed_seeds)) or MISSING_CELL,
+                })
+    return pd.DataFrame(table)
+
+
 # ---------------------------------------------------------------- the catalogue
 
 _CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
@@ -286,6 +412,9 @@ _SE_NOTE = ("Each seed is compared with standard PPO of the same seed, then mean
             "Levels are the running-maximum records of the standard curve after round 0; a level the "
             "method never reaches counts as 0 % ('Unreached levels' says how often).")
 _RT_NOTE = "RT_peak counts collection + influence + update time, not evaluation."
+_ROBUST_NOTE = ("SE as in Fig. 6b, per seed; then mean ± std over seeds (the paper's statistic), median, "
+                "interquartile mean with a 95 % percentile-bootstrap CI over seeds (scipy, 10,000 resamples, "
+                "fixed seed), the mean without the worst seed, and SE_ave of the seed-mean curves.")
 
 OUTPUTS: tuple[Output, ...] = (
     Output("fig6a_learning_curves", "Fig. 6a",
@@ -325,4 +454,35 @@ OUTPUTS: tuple[Output, ...] = (
     Output("fig15_adam", "Fig. 15",
            "IIF against standard PPO, both with Adam. " + _CURVES_NOTE,
            Runs("adam", ("minigrid", "lunarlander"), (STANDARD, IIF), seeds=3), learning_curves),
+    Output("protocol_comparison", "Protocols",
+           "Our protocol (clean) against the authors' (paper: influence normalised per 64-record chunk, "
+           "last partial minibatch dropped, every round restarted from the same seeded episode starts and "
+           "action noise), each arm against standard PPO of the same seed. 'paper vs PPO clean' pairs the "
+           "authors' IIF with a continuous standard run, as their numbers did. " + _ROBUST_NOTE,
+           Runs("main", PROTOCOL_ENVS, (STANDARD, IIF, RANDOM), seeds=10, protocols=(CLEAN, PAPER),
+                overlay="protocol"), protocol_table),
+    Output("protocol_comparison_lunarlander", "Protocols (LunarLander)",
+           "As the protocol table, LunarLander with 5 seeds. " + _ROBUST_NOTE,
+           Runs("main", ("lunarlander",), (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
+                overlay="protocol_lunarlander"), protocol_table),
+    Output("protocol_curves", "Protocol curves",
+           "IIF, standard PPO and random filtering under our protocol (solid) and the authors' (dashed). "
+           + _CURVES_NOTE,
+           Runs("main", PROTOCOL_ENVS, (STANDARD, IIF, RANDOM), seeds=10, protocols=(CLEAN, PAPER),
+                overlay="protocol"), learning_curves),
+    *(Output(f"protocol_parts_{env}", f"Collection parts ({paper.ENV_TITLES[env]})",
+             "Each part of the authors' collection alone: abandon = the unfinished episode is dropped at "
+             "each round start, samestarts = every round replays the same seeded episode starts, samenoise "
+             "= every round reuses the same action noise. " + _ROBUST_NOTE,
+             Runs("main", (env,), (STANDARD, IIF), seeds=10, protocols=(CLEAN, *parts, PAPER),
+                  overlay="protocol_parts"), protocol_table)
+      for env, parts in COLLECTION_PARTS.items()),
+    Output("collapse_frozenlake", "Collapse rate (FrozenLake)",
+           "Seeds of IIF (p = 50 %) whose final test return stays below 0.5, with the rate's Wilson 95 % interval.",
+           Runs("main", ("frozenlake",), (IIF,), seeds=30, protocols=(CLEAN, PAPER), overlay="collapse"),
+           collapse_table),
+    Output("collapse_acrobot", "Stuck seeds (Acrobot)",
+           "Seeds whose test return has not reached −150 by round 20, with the rate's Wilson 95 % interval.",
+           Runs("main", ("acrobot",), (STANDARD, IIF, RANDOM), seeds=10, protocols=(CLEAN, PAPER),
+                overlay="protocol"), collapse_table),
 )
