@@ -19,7 +19,7 @@ import gymnasium as gym
 import torch
 from hydra import compose, initialize_config_dir
 
-from rlinfluence.cli import CONFIG_DIR
+from rlinfluence.paths import CONFIG_DIR
 from rlinfluence.round import Trainer
 
 

@@ -10,7 +10,8 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from rlinfluence.cli import CONFIG_DIR  # noqa: E402  (also registers the schema and resolvers)
+import rlinfluence.config  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
+from rlinfluence.paths import CONFIG_DIR  # noqa: E402
 
 # Small enough for a 2-round run in about a second, large enough for several minibatches.
 TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",

@@ -12,10 +12,10 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from rlinfluence.cli import CONFIG_DIR
-from rlinfluence.config import validate
 from rlinfluence.figures.outputs import OUTPUTS
+from rlinfluence.paths import CONFIG_DIR
 from rlinfluence.rundir import run_leaf
+from rlinfluence.validation import validate
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import compose_config
 from rlinfluence import manifest as mf
+from rlinfluence.rundir import run_dir as run_dir_of
 
 
 def _why_no_slurm() -> str | None:
@@ -49,6 +51,10 @@ LONG = [*TINY[:2], "env.rounds=100", "env.n_steps=256", *TINY[4:]]  # ~20 s: lon
 SMALL_JOBS = ["--mem=1G", "--time=10"]
 SMALL_SUBMITIT_JOBS = ["hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10"]
 TIMEOUT = 600
+
+
+def _run_dir(workdir: Path, overrides: list[str], experiment: str, seed: int) -> Path:
+    return workdir / run_dir_of(compose_config([*overrides, f"experiment_name={experiment}", f"seed={seed}"]))
 
 
 def _rlinfluence() -> list[str]:
@@ -155,7 +161,7 @@ def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir, capsy
     _wait_until_finished(jobs)
     assert _final_states(jobs[0], 3) == {f"{jobs[0]}_{i}": "COMPLETED" for i in range(3)}
     for seed in range(3):
-        _assert_finished_run(workdir / f"runs/slurm_sbatch/frozenlake/sgd/ppo/seed{seed}", rounds=2)
+        _assert_finished_run(_run_dir(workdir, TINY, "slurm_sbatch", seed), rounds=2)
     logs = sorted((workdir / "manifests" / "logs" / "tiny").glob("*.out"))
     assert len(logs) == 3 and all("run finished with exit status 0" in p.read_text() for p in logs)
 
@@ -178,7 +184,7 @@ def test_manifest_split_into_several_arrays(workdir, capsys):
     assert _final_states(jobs[0], 2) == {f"{jobs[0]}_0": "COMPLETED", f"{jobs[0]}_1": "COMPLETED"}
     assert _final_states(jobs[1], 1) == {f"{jobs[1]}_0": "COMPLETED"}
     for seed in range(3):
-        _assert_finished_run(workdir / f"runs/slurm_split/frozenlake/sgd/ppo/seed{seed}", rounds=2)
+        _assert_finished_run(_run_dir(workdir, TINY, "slurm_split", seed), rounds=2)
 
 
 @pytest.mark.slow
@@ -188,7 +194,7 @@ def test_sbatch_task_requeued_on_usr1_resumes_from_its_checkpoint(workdir, capsy
     capsys.readouterr()
     assert mf.main(["submit", str(manifest), "--", *SMALL_JOBS]) == 0
     job, = _submitted_jobs(capsys.readouterr().out)
-    task, run_dir = f"{job}_0", workdir / "runs/slurm_requeue/frozenlake/sgd/ppo/seed0"
+    task, run_dir = f"{job}_0", _run_dir(workdir, LONG, "slurm_requeue", 0)
     _wait(lambda: (run_dir / "metrics.csv").exists() and len(_rows(run_dir)) >= 3, "the run to log rounds")
 
     # What SLURM sends before a time limit (--signal=B:USR1@180), or an operator by hand.
@@ -214,7 +220,7 @@ def test_hydra_slurm_launcher_runs_the_sweep_as_an_array(workdir):
                     "launcher=slurm", *SMALL_SUBMITIT_JOBS], cwd=workdir, check=True, timeout=TIMEOUT)
     sweep = workdir / "runs" / "slurm_submitit"
     for seed in range(3):
-        _assert_finished_run(sweep / f"frozenlake/sgd/ppo/seed{seed}", rounds=2)
+        _assert_finished_run(_run_dir(workdir, TINY, "slurm_submitit", seed), rounds=2)
     results = sorted((sweep / ".submitit").glob("*/*_result.pkl"))
     assert len(results) == 3
     for path in results:
@@ -227,7 +233,7 @@ def test_hydra_slurm_launcher_runs_the_sweep_as_an_array(workdir):
 @pytest.mark.slow
 def test_hydra_slurm_job_requeued_on_preemption_resumes(workdir):
     sweep = workdir / "runs" / "slurm_submitit_requeue"
-    run_dir = sweep / "frozenlake/sgd/ppo/seed0"
+    run_dir = _run_dir(workdir, LONG, "slurm_submitit_requeue", 0)
     driver = subprocess.Popen([*_rlinfluence(), "-m", *LONG, "seed=0", "experiment_name=slurm_submitit_requeue",
                                "launcher=slurm", *SMALL_SUBMITIT_JOBS], cwd=workdir,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

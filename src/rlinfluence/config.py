@@ -1,8 +1,5 @@
-"""Typed config schemas (Hydra ConfigStore) and the checks that YAML types cannot express.
-
-The schemas make a misspelt key or a wrong type fail when Hydra composes the config; `validate`
-catches values that are well-typed but meaningless (p outside (0, 100], a negative budget, an
-unknown method), each with one line naming the key and what is allowed.
+"""Typed config schemas (Hydra ConfigStore): a misspelt key or a wrong type fails when Hydra composes
+the config. Values that are well-typed but cannot run are caught by `validation.validate`.
 """
 
 from __future__ import annotations
@@ -10,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import torch
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING
 
 
 class ConfigError(ValueError):
@@ -157,61 +153,6 @@ class Config:
     figures: FiguresConfig = field(default_factory=FiguresConfig)
 
 
-def register_schemas() -> None:
-    """The typed root config; every group file is merged into it, so its types and keys are checked."""
-    ConfigStore.instance().store(name="config_schema", node=Config)
-
-
-TASKS = ("train", "figures")
-OPTIMIZERS = ("sgd", "adam")
-TARGETS = ("return", "action")
-LOGGER_MODES = ("offline", "online", "disabled")
-NETWORKS = ("mlp", "cnn", "nature_cnn")
-INFLUENCE_BACKENDS = ("jvp", "reference")
-INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:
-    _require(value in allowed, f"{key}={value!r} is not one of: {', '.join(allowed)}")
-
-
-def _positive(key: str, value: float) -> None:
-    _require(value > 0, f"{key}={value} must be > 0")
-
-
-def validate(cfg: DictConfig) -> None:
-    """Raise ConfigError (one line) on the first value that cannot be run."""
-    from rlinfluence.selection import SELECTION_METHODS
-
-    _one_of("task", cfg.task, TASKS)
-    _one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
-    SELECTION_METHODS[cfg.method.name].check_config(cfg)
-    for key in ("env.n_steps", "env.rounds", "env.n_envs", "ppo.batch_size", "ppo.n_epochs", "eval.every",
-                "eval.n_parallel", "optimizer.lr", "ppo.clip_range", "influence.chunk_size"):
-        _positive(key, cfg[key.split(".")[0]][key.split(".")[1]])
-    _require(cfg.eval.episodes >= 0, f"eval.episodes={cfg.eval.episodes} must be >= 0")
-    _require(0 < cfg.ppo.gamma <= 1, f"ppo.gamma={cfg.ppo.gamma} must be in (0, 1]")
-    _require(0 <= cfg.ppo.gae_lambda <= 1, f"ppo.gae_lambda={cfg.ppo.gae_lambda} must be in [0, 1]")
-    _one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
-    _one_of("target.name", cfg.target.name, TARGETS)
-    if cfg.target.name == "action":
-        _require(cfg.target.state is not None and cfg.target.action is not None,
-                 "target=action needs target.state and target.action (the s* and a* of f_action)")
-    _one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
-    _one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
-    _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
-    _one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
-    _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
-             f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
-
-
-def check_p(cfg: DictConfig) -> None:
-    """Methods that drop a share of the negative records need p in (0, 100]."""
-    p = cfg.method.p
-    _require(p is not None and 0 < p <= 100,
-             f"method.p={p} must be in (0, 100] (percent of negative-influence records to drop)")
+# Registered on import: conf/config.yaml's defaults start from it, so whatever composes the config
+# (the CLI, the manifest tool, tests) has imported this module, directly or through the code it runs.
+ConfigStore.instance().store(name="config_schema", node=Config)

@@ -47,10 +47,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from rlinfluence.cli import CONFIG_DIR
+from rlinfluence.paths import CONFIG_DIR, REPO_ROOT
 from rlinfluence.rundir import is_done
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_DIR = Path(CONFIG_DIR)
 DEFAULT_SCRIPT = REPO_ROOT / "sbatch" / "run_array.sbatch"
 CONFIG_NAME = "config"

@@ -15,7 +15,9 @@ config and in the strategy objects (selection, target, action head), never in th
 from __future__ import annotations
 
 import shutil
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +26,13 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint, write_json
+from rlinfluence.checkpoint import METRICS, SUMMARY, load_checkpoint, save_checkpoint, write_json
 from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.evaluation import Evaluator
 from rlinfluence.influence import compute_influence
 from rlinfluence.networks import ActorCritic
-from rlinfluence.rundir import DONE, method_tag, protocol_tag, run_leaf
-from rlinfluence.run_logger import RunLogger
+from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
+from rlinfluence.run_logger import RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import make_selection
 from rlinfluence.targets import make_target
@@ -55,7 +57,7 @@ class Trainer:
         self.shuffle_rng = numpy_generator(streams["shuffle"])
         self.partition_rng = numpy_generator(streams["influence_partition"])  # influence.normalization=chunk
         self.evaluator = Evaluator(cfg.env, cfg.eval, streams["eval"])
-        self.target = make_target(cfg.target)
+        self.target = make_target(cfg.target, self.envs.observation_space.shape)
         self.method = make_selection(cfg)
         self.records_per_round = cfg.env.n_envs * cfg.env.n_steps
 
@@ -141,27 +143,44 @@ def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | 
     return {
         "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
         "method_tag": method_tag(cfg.method), "p": cfg.method.p, "optimizer": cfg.optimizer.name,
-        "protocol": protocol_tag(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds, "rounds_completed": rounds_completed,
-        "final_test_return": final_test_return, "done": done,
+        "protocol": protocol_tag(cfg), "config_hash": config_hash(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds,
+        "rounds_completed": rounds_completed, "final_test_return": final_test_return, "done": done,
     }
 
 
 def reset_run(run_dir: Path) -> None:
-    """force=true: forget a previous attempt."""
-    for name in (CHECKPOINT, DONE, "metrics.csv", "summary.json"):
+    """force=true: forget a previous attempt in this run dir (and nowhere else)."""
+    for name in (*RESULTS, IDENTITY):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "wandb", ignore_errors=True)
 
 
-def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Run (or resume) one training run in `run_dir`; returns its summary."""
-    torch.set_num_threads(cfg.torch_threads)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = Trainer(cfg)
+@dataclass
+class Resume:
+    """What a run continues from: its last checkpoint and the metrics rows up to it (none for a new run)."""
+
+    checkpoint: dict[str, Any] | None = None
+    rows: list[dict[str, str]] = field(default_factory=list)
+
+
+def read_resume(run_dir: Path) -> Resume:
+    """RunDirError (one line) when the checkpoint or the rows it needs cannot be read: never a restart
+    that silently discards them."""
     checkpoint = load_checkpoint(run_dir)
-    start = trainer.load_state_dict(checkpoint) + 1 if checkpoint else 0
+    if checkpoint is None:
+        return Resume()
+    return Resume(checkpoint, rows_to_resume(run_dir / METRICS, int(checkpoint["round"])))
+
+
+def train(cfg: DictConfig, run_dir: Path, resume: Resume) -> dict[str, Any]:
+    """Run (or resume) one training run in the existing `run_dir`; returns its summary."""
+    torch.set_num_threads(cfg.torch_threads)
+    trainer = Trainer(cfg)
+    start = trainer.load_state_dict(resume.checkpoint) + 1 if resume.checkpoint else 0
+    if resume.checkpoint:
+        print(f"rlinfluence: resuming {run_dir} from round {start - 1} of {cfg.env.rounds}", file=sys.stderr)
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
-    logger = RunLogger(cfg, run_dir, name, last_round=start - 1 if checkpoint else None)
+    logger = RunLogger(cfg, run_dir, name, resume.rows)
     exit_code, summary = 1, None
     progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
                     disable=not cfg.progress, unit="round")
@@ -170,10 +189,10 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             row = trainer.initial_row() if k == 0 else trainer.run_round(k)
             logger.log(row)
             save_checkpoint(run_dir, trainer.state_dict(k))
-            write_json(run_dir / "summary.json", _summary(cfg, k, logger.last_test_return, done=False))
+            write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, done=False))
             progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
         summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)
-        write_json(run_dir / "summary.json", summary)
+        write_json(run_dir / SUMMARY, summary)
         (run_dir / DONE).touch()
         exit_code = 0
         return summary

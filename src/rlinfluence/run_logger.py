@@ -16,6 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.checkpoint import METRICS, unreadable
+
 COLUMNS = [
     "round", "env_steps", "test_return", "test_return_sem", "eval_episodes", "train_return",
     "n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps",
@@ -31,11 +33,19 @@ SECTIONS = {
 }
 
 
-def read_metrics(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+def rows_to_resume(path: Path, last_round: int) -> list[dict[str, str]]:
+    """The rows of rounds 0..`last_round` (the checkpoint's); RunDirError when the file cannot give
+    them all, since resuming would then leave a hole in the run's record. Later rows are recomputed,
+    and a row cut short by a kill (missing fields) can only be one of them."""
+    try:
+        with open(path, newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if None not in row.values() and int(row["round"]) <= last_round]
+        rounds = [int(row["round"]) for row in rows]
+    except (OSError, csv.Error, UnicodeDecodeError, ValueError, KeyError) as error:
+        raise unreadable(path, error) from None
+    if rounds != list(range(last_round + 1)):
+        raise unreadable(path, ValueError(f"rounds 0-{last_round} of the checkpoint are not all in it"))
+    return rows
 
 
 class WandbMirror:
@@ -85,13 +95,9 @@ class WandbMirror:
 
 
 class RunLogger:
-    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, last_round: int | None):
-        """`last_round`: the checkpoint's round when resuming (later CSV rows are dropped), else None."""
-        self.path = run_dir / "metrics.csv"
-        # Rows after the checkpoint's round are recomputed on resume; a row cut short by a kill
-        # (missing fields) is dropped too.
-        kept = [row for row in read_metrics(self.path)
-                if last_round is not None and None not in row.values() and int(row["round"]) <= last_round]
+    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, kept: list[dict[str, str]]):
+        """`kept`: the rows a resumed run keeps (`rows_to_resume`); the file restarts with them."""
+        self.path = run_dir / METRICS
         with open(self.path, "w", newline="") as handle:
             writer = csv.DictWriter(handle, COLUMNS)
             writer.writeheader()

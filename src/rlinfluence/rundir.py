@@ -1,23 +1,41 @@
-"""Deterministic run directories: the same overrides always map to the same folder.
+"""A run's directory is its whole configuration: the same settings always map to the same folder,
+different settings never do.
 
-runs/<experiment_name>/<env>/<optimizer>/<method_tag>[-<protocol>]/seed<seed>/ — so a rerun resumes or
-skips, and figure scripts find runs without a database. <protocol> is absent for the clean protocol,
-`paper` for the authors' (protocol=paper), else the names of the switches set. Hydra's run and sweep
-dirs use the `run_leaf` resolver registered here.
+    runs/<experiment_name>/<env>/<optimizer>/<method_tag>[-<protocol>][-<hash>]/seed<seed>/
+
+The readable part names the paper's settings. <protocol> is absent for the clean protocol, `paper` for
+the authors' (protocol=paper), else the names of the switches set. <hash> is absent when every other
+result-affecting setting has the default of the run's env and optimizer; else it is 6 hex digits of
+the settings that differ. `identity.json` in the run dir holds all the result-affecting settings, so a
+rerun resumes or skips the run only when they are equal.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.checkpoint import CHECKPOINT, METRICS, SUMMARY, RESTART, RunDirError, unreadable, write_json
+from rlinfluence.config import ConfigError
+from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.selection import SELECTION_METHODS
+
 DONE = "DONE"
+IDENTITY = "identity.json"
+RESULTS = (CHECKPOINT, METRICS, SUMMARY, DONE)  # what makes a run dir more than an empty folder
+
+# ----------------------------------------------------------------------------- the readable path
 
 
 def method_tag(method: DictConfig) -> str:
-    from rlinfluence.selection import SELECTION_METHODS
-
     method_class = SELECTION_METHODS.get(method.name)
     return method_class.tag(method) if method_class else str(method.name)
 
@@ -42,9 +60,10 @@ def protocol_tag(cfg: DictConfig) -> str:
 
 
 def run_leaf(cfg: DictConfig) -> str:
-    """The run's folder name above seed<k>: the method's tag, then the protocol's unless it is clean."""
-    protocol = protocol_tag(cfg)
-    return method_tag(cfg.method) + ("" if protocol == CLEAN else f"-{protocol}")
+    """The run's folder name above seed<k>: the method's tag, the protocol's unless it is clean, and the
+    hash of the other non-default settings when there are any."""
+    protocol, digest = protocol_tag(cfg), config_hash(cfg)
+    return "-".join([method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else []) + ([digest] if digest else []))
 
 
 def relative_run_dir(cfg: DictConfig) -> Path:
@@ -59,7 +78,117 @@ def is_done(path: Path) -> bool:
     return (path / DONE).exists()
 
 
-def register_resolvers() -> None:
-    if not OmegaConf.has_resolver("run_leaf"):
-        # _root_: the whole config, so the template needs no list of the keys the name depends on.
-        OmegaConf.register_new_resolver("run_leaf", lambda *, _root_: run_leaf(_root_))
+def create_run_dir(path: Path, runs_root: str) -> None:
+    """A command's first write. A runs_root that cannot take the run is a config error; the failed
+    mkdir has created nothing (whatever it could not create, it could not create below either)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"runs_root={runs_root} is not writable: {error.strerror}: {error.filename}") from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"runs_root={runs_root} is not writable: {path} is read-only")
+
+
+# ----------------------------------------------------------------------------- the settings behind the hash
+
+# Top-level keys that cannot change a run's results: where it is stored, how it is shown and mirrored.
+# (device and torch_threads are result-affecting: CPU and GPU kernels, and kernels on different thread
+# counts, need not give bit-identical numbers.)
+NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force", "progress", "logger", "figures")
+# Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
+# env.eval_episodes -> eval.episodes), and the method, whose result-affecting part is its tag in the path.
+COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method")
+# Result-affecting, but named by the readable path already.
+IN_PATH = ("seed", *(key for key, _, _ in PROTOCOL_SWITCHES))
+UNSET = "<unset>"  # a key the config lacks (deleted with ~key, or added with +key on the other side)
+
+
+def _under(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == prefix or key.startswith(prefix + ".") for prefix in prefixes)
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    return {flat_key: value for key, subtree in tree.items()
+            for flat_key, value in _flatten(subtree, f"{prefix}.{key}" if prefix else str(key)).items()}
+
+
+def result_settings(cfg: DictConfig) -> dict[str, Any]:
+    """Every setting the run's results depend on, resolved, as {dotted key: value} sorted by key."""
+    # Node by node, so that the `hydra` node of a full config is never resolved.
+    tree = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
+            for key in cfg if key not in NOT_RESULT_AFFECTING}
+    settings = _flatten(tree)
+    return {key: settings[key] for key in sorted(settings) if not _under(key, COMPARED_ELSEWHERE)}
+
+
+_defaults_cache: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def default_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The result settings of the config composed from the run's env and optimizer alone (no key=value
+    override): what the hash is taken relative to. Composed from the search path of the app, test or
+    manifest that is composing, or from the repo's conf/ when none is."""
+    hydra = GlobalHydra.instance()
+    if not hydra.is_initialized():
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            return default_settings(cfg)
+    groups = (f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}")
+    key = (str(hydra.hydra.config_loader.get_search_path()), groups)
+    if key not in _defaults_cache:  # a sweep composes each env/optimizer pair once
+        _defaults_cache[key] = result_settings(compose("config", overrides=list(groups)))
+    return _defaults_cache[key]
+
+
+def non_default_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The result settings that differ from `default_settings` and are not in the readable path."""
+    settings, defaults = result_settings(cfg), default_settings(cfg)
+    keys = sorted(key for key in settings.keys() | defaults.keys() if not _under(key, IN_PATH))
+    return {key: settings.get(key, UNSET) for key in keys if settings.get(key, UNSET) != defaults.get(key, UNSET)}
+
+
+def _digest(changed: dict[str, Any]) -> str | None:
+    """6 hex digits of sha256 over the canonical JSON of the changed settings; None when there are none."""
+    if not changed:
+        return None
+    return hashlib.sha256(json.dumps(changed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:6]
+
+
+def config_hash(cfg: DictConfig) -> str | None:
+    return _digest(non_default_settings(cfg))
+
+
+# ----------------------------------------------------------------------------- identity.json
+
+
+def identity(cfg: DictConfig) -> dict[str, Any]:
+    changed = non_default_settings(cfg)
+    return {"config_hash": _digest(changed), "non_default": changed, "settings": result_settings(cfg)}
+
+
+def write_identity(path: Path, cfg: DictConfig) -> None:
+    write_json(path / IDENTITY, identity(cfg))
+
+
+def check_identity(path: Path, cfg: DictConfig) -> None:
+    """Refuse to continue a run made with other settings (a hand-edited conf/ can move a default).
+
+    A run dir from before identity.json cannot be checked: it is taken as this command's run, with a
+    line saying so (its path was chosen by the paper's settings; refusing would strand every such run)."""
+    if not any((path / name).exists() for name in RESULTS):
+        return
+    if not (path / IDENTITY).exists():
+        print(f"rlinfluence: {path} predates {IDENTITY}, so its settings cannot be checked; taking it as this "
+              f"command's run (force=true restarts it)", file=sys.stderr)
+        return
+    try:
+        stored = dict(json.loads((path / IDENTITY).read_text())["settings"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise unreadable(path / IDENTITY, error) from None
+    settings = result_settings(cfg)
+    differing = sorted(key for key in stored.keys() | settings.keys() if stored.get(key, UNSET) != settings.get(key, UNSET))
+    if differing:
+        key = differing[0]
+        raise RunDirError(f"{path} was made with {key}={json.dumps(stored.get(key, UNSET))}, this command has "
+                          f"{key}={json.dumps(settings.get(key, UNSET))} ({len(differing)} setting(s) differ); {RESTART}")

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.config import ConfigError, check_p
+from rlinfluence.config import ConfigError
 from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
 
 
@@ -45,6 +45,13 @@ class SelectionMethod:
 
     def select(self, buffer: RolloutBuffer, scores: np.ndarray | None, rng: np.random.Generator) -> Selection:
         raise NotImplementedError
+
+
+def check_p(cfg: DictConfig) -> None:
+    """Methods that drop a share of the negative records need p in (0, 100]."""
+    p = cfg.method.p
+    if p is None or not 0 < p <= 100:
+        raise ConfigError(f"method.p={p} must be in (0, 100] (percent of negative-influence records to drop)")
 
 
 def n_to_drop(scores: np.ndarray, p: float) -> int:

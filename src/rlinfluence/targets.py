@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+import numpy as np
 import torch
 
 from rlinfluence.config import TargetConfig
@@ -44,7 +45,8 @@ class ActionTarget:
         return -log_prob.sum()
 
 
-def make_target(cfg: TargetConfig) -> Target:
+def make_target(cfg: TargetConfig, observation_shape: tuple[int, ...]) -> Target:
     if cfg.name == "return":
         return ReturnTarget()
-    return ActionTarget(list(cfg.state), list(cfg.action))
+    # target.state is a flat YAML list; the policy takes s* in the env's observation shape (images too).
+    return ActionTarget(np.reshape(list(cfg.state), observation_shape), list(cfg.action))

@@ -1,0 +1,86 @@
+"""The checks that YAML types cannot express, run before a command writes anything.
+
+The schemas (config.py) reject a misspelt key or a wrong type when Hydra composes the config;
+`validate` rejects values that are well-typed but cannot run (p outside (0, 100], no evaluation
+episode, an f_action target that does not fit the env, an unknown method), each with one line naming
+the key and what is allowed. It sits above the method registry and the envs it consults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from rlinfluence.config import ConfigError
+from rlinfluence.envs import make_env
+from rlinfluence.selection import SELECTION_METHODS
+
+TASKS = ("train", "figures")
+OPTIMIZERS = ("sgd", "adam")
+TARGETS = ("return", "action")
+LOGGER_MODES = ("offline", "online", "disabled")
+NETWORKS = ("mlp", "cnn", "nature_cnn")
+INFLUENCE_BACKENDS = ("jvp", "reference")
+INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    _require(value in allowed, f"{key}={value!r} is not one of: {', '.join(allowed)}")
+
+
+def _positive(key: str, value: float) -> None:
+    _require(value > 0, f"{key}={value} must be > 0")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError (one line) on the first value that cannot be run."""
+    _one_of("task", cfg.task, TASKS)
+    _one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
+    SELECTION_METHODS[cfg.method.name].check_config(cfg)
+    for key in ("env.n_steps", "env.rounds", "env.n_envs", "ppo.batch_size", "ppo.n_epochs", "eval.every",
+                "eval.n_parallel", "optimizer.lr", "ppo.clip_range", "influence.chunk_size"):
+        _positive(key, cfg[key.split(".")[0]][key.split(".")[1]])
+    _require(cfg.eval.episodes >= 1,
+             f"eval.episodes={cfg.eval.episodes} must be >= 1 (the test return is a mean over episodes)")
+    _require(0 < cfg.ppo.gamma <= 1, f"ppo.gamma={cfg.ppo.gamma} must be in (0, 1]")
+    _require(0 <= cfg.ppo.gae_lambda <= 1, f"ppo.gae_lambda={cfg.ppo.gae_lambda} must be in [0, 1]")
+    _one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
+    _one_of("target.name", cfg.target.name, TARGETS)
+    if cfg.target.name == "action":
+        _check_action_target(cfg)
+    _one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
+    _one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
+    _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
+    _one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
+    _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
+             f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
+
+
+def _check_action_target(cfg: DictConfig) -> None:
+    """f_action's s* and a* must fit the env's spaces: the env is built (not stepped) to read them."""
+    state, action = cfg.target.state, cfg.target.action
+    _require(state is not None and action is not None,
+             "target=action needs target.state and target.action (the s* and a* of f_action)")
+    env = make_env(cfg.env)
+    try:
+        observations, actions = env.observation_space, env.action_space
+    finally:
+        env.close()
+    size = int(np.prod(observations.shape))
+    _require(len(state) == size, f"target.state has {len(state)} entries, env={cfg.env.name} observes "
+                                 f"{size} (shape {tuple(observations.shape)}, listed flat)")
+    if isinstance(actions, gym.spaces.Discrete):
+        _require(len(action) == 1 and float(action[0]).is_integer() and 0 <= action[0] < actions.n,
+                 f"target.action={list(action)} must be one action index in 0..{actions.n - 1} for env={cfg.env.name}")
+    else:
+        _require(len(action) == int(np.prod(actions.shape)),
+                 f"target.action has {len(action)} entries, env={cfg.env.name}'s actions have {int(np.prod(actions.shape))}")
