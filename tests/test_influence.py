@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlinfluence.config import NetworkConfig, PPOConfig
-from rlinfluence.influence import _Attribution, influence_scores, reference_scores
+from rlinfluence.influence import _Attribution, adam_preconditioner, influence_scores, reference_scores
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import ActionTarget, ReturnTarget
@@ -86,3 +86,53 @@ def test_value_head_is_not_attributed():
     names = model.policy_parameter_names()
     assert any(n.startswith("features.") for n in names)  # the shared CNN is part of the policy
     assert not any(n.startswith(("vf_body.", "value_head.")) for n in names)
+
+
+def _adam_after_steps(model: ActorCritic, buffer: RolloutBuffer, steps: int) -> torch.optim.Adam:
+    """An Adam optimizer whose state holds `steps` real PPO-loss steps (as after earlier rounds)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-5)
+    attribution = _Attribution(model, buffer, ReturnTarget(), PPOConfig())
+    for _ in range(steps):
+        optimizer.zero_grad()
+        params = dict(model.named_parameters())
+        loss = attribution.per_record_loss({f"model.{n}": params[n] for n in model.policy_parameter_names()},
+                                           slice(None)).mean()
+        loss.backward()
+        optimizer.step()
+    return optimizer
+
+
+@pytest.mark.parametrize("name", ["mlp-categorical", "cnn-categorical", "mlp-gaussian"])
+def test_adam_preconditioned_scores_match_an_explicit_computation(name):
+    """⟨P ∇ℓ_i, ∇L_f⟩ with P = 1/(√v̂ + ε) read off Adam's state by hand, record by record."""
+    model, buffer = make_case(name, seed=1)
+    optimizer = _adam_after_steps(model, buffer, steps=3)
+    named = dict(model.named_parameters())
+    by_hand = {}
+    for n in model.policy_parameter_names():
+        state = optimizer.state[named[n]]
+        v_hat = state["exp_avg_sq"] / (1 - 0.999 ** int(state["step"]))  # torch's default β2
+        by_hand[f"model.{n}"] = 1.0 / (torch.sqrt(v_hat) + 1e-5)
+    preconditioner = adam_preconditioner(model, optimizer)
+    assert all(torch.allclose(preconditioner[k], p) for k, p in by_hand.items())
+    fast = influence_scores(model, buffer, ReturnTarget(), PPOConfig(), chunk_size=20, preconditioner=preconditioner)
+    slow = reference_scores(model, buffer, ReturnTarget(), PPOConfig(), preconditioner=by_hand)
+    assert (fast - slow).abs().max() <= 1e-5 * slow.abs().max()
+    plain = influence_scores(model, buffer, ReturnTarget(), PPOConfig())
+    assert (torch.argsort(fast) != torch.argsort(plain)).any()  # preconditioning re-ranks records
+
+
+def test_adam_preconditioner_is_none_before_the_first_step():
+    model, buffer = make_case("mlp-categorical")
+    assert adam_preconditioner(model, _adam_after_steps(model, buffer, steps=0)) is None
+
+
+def test_adam_preconditioning_runs_in_a_round_and_needs_adam(tmp_path):
+    from conftest import TINY, compose_config
+    from rlinfluence.cli import run_task
+    from rlinfluence.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"influence.preconditioner=adam needs optimizer=adam"):
+        run_task(compose_config(TINY + ["influence.preconditioner=adam"]), tmp_path / "sgd")
+    cfg = compose_config(TINY + ["influence.preconditioner=adam", "optimizer=adam", "env=acrobot"])
+    assert run_task(cfg, tmp_path / "adam")["rounds_completed"] == 2  # round 1 without Adam state, 2 with it

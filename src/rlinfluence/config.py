@@ -101,6 +101,9 @@ class InfluenceConfig:
     # How the per-record loss normalises Â: over the whole buffer, or (the authors' code) within each
     # ppo.batch_size chunk of a seeded random partition of the buffer, like one epoch of SB3 minibatches.
     normalization: str = "buffer"  # buffer | chunk
+    # none: ⟨∇ℓ_i, ∇L_f⟩, the first-order effect of an SGD step (the paper's). adam: ⟨P ∇ℓ_i, ∇L_f⟩ with
+    # Adam's diagonal P = 1/(√v̂ + ε) at θ_k, the step Adam actually takes (needs optimizer=adam).
+    preconditioner: str = "none"  # none | adam
 
 
 @dataclass

@@ -80,41 +80,76 @@ def chunk_normalized_advantages(advantages: torch.Tensor, chunk: int, rng: np.ra
     return normalized
 
 
+def _preconditioned(gradient: Params, preconditioner: Params | None) -> Params:
+    """P g for a diagonal P (None: P = I). Because P is diagonal, ⟨P ∇ℓ_i, ∇L_f⟩ = ⟨∇ℓ_i, P ∇L_f⟩:
+    the fast path preconditions the one target direction instead of every record's gradient."""
+    if preconditioner is None:
+        return gradient
+    return {k: g * preconditioner[k] for k, g in gradient.items()}
+
+
+def adam_preconditioner(model: ActorCritic, optimizer: torch.optim.Optimizer) -> Params | None:
+    """Adam's diagonal preconditioner P = 1 / (√v̂ + ε) at θ_k for the policy parameters, v̂ the
+    bias-corrected second moment, exactly as Adam's next step divides by it.
+
+    None before Adam's first step (no second moment yet: round 1): influence is then the plain inner
+    product. Momentum scales every record's share of the step by the same factor, so it changes no
+    ranking or sign and is left out."""
+    named = dict(model.named_parameters())
+    group = optimizer.param_groups[0]
+    beta2, eps = group["betas"][1], group["eps"]
+    preconditioner = {}
+    for name in model.policy_parameter_names():
+        state = optimizer.state.get(named[name])
+        if not state:
+            return None
+        v_hat = state["exp_avg_sq"] / (1 - beta2 ** float(state["step"]))
+        preconditioner[f"model.{name}"] = 1.0 / (v_hat.sqrt() + eps)
+    return preconditioner
+
+
 def compute_influence(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                      cfg: InfluenceConfig, partition_rng: np.random.Generator | None = None) -> torch.Tensor:
-    """The round's scores with the configured backend and advantage normalisation
-    (`partition_rng` draws the chunks of `influence.normalization=chunk`)."""
+                      cfg: InfluenceConfig, partition_rng: np.random.Generator | None = None,
+                      optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
+    """The round's scores with the configured backend, advantage normalisation (`partition_rng` draws
+    the chunks of `influence.normalization=chunk`) and preconditioner (`influence.preconditioner=adam`
+    reads it from `optimizer`)."""
     normalized = None
     if cfg.normalization == "chunk":
         normalized = chunk_normalized_advantages(buffer.advantages, ppo.batch_size, partition_rng)
+    preconditioner = adam_preconditioner(model, optimizer) if cfg.preconditioner == "adam" else None
     if cfg.backend == "reference":
-        return reference_scores(model, buffer, target, ppo, normalized)
-    return influence_scores(model, buffer, target, ppo, cfg.chunk_size, normalized)
+        return reference_scores(model, buffer, target, ppo, normalized, preconditioner)
+    return influence_scores(model, buffer, target, ppo, cfg.chunk_size, normalized, preconditioner)
 
 
 def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                     chunk_size: int = 4096, normalized_advantages: torch.Tensor | None = None) -> torch.Tensor:
-    """All N scores by forward-mode AD along the target gradient, `chunk_size` records per pass.
-    `normalized_advantages`: the per-record loss's Â (default: normalised over the whole buffer)."""
+                     chunk_size: int = 4096, normalized_advantages: torch.Tensor | None = None,
+                     preconditioner: Params | None = None) -> torch.Tensor:
+    """All N scores by forward-mode AD along the (preconditioned) target gradient, `chunk_size` records
+    per pass. `normalized_advantages`: the per-record loss's Â (default: normalised over the whole
+    buffer); `preconditioner`: a diagonal P per parameter, scores ⟨P ∇ℓ_i, ∇L_f⟩ (default: P = I)."""
     attribution = _Attribution(model, buffer, target, ppo, normalized_advantages)
+    direction = _preconditioned(attribution.target_gradient, preconditioner)
     scores = []
     for start in range(0, len(buffer), chunk_size):
         ids = slice(start, start + chunk_size)
-        _, directional = jvp(lambda p: attribution.per_record_loss(p, ids),
-                             (attribution.params,), (attribution.target_gradient,))
+        _, directional = jvp(lambda p: attribution.per_record_loss(p, ids), (attribution.params,), (direction,))
         scores.append(directional.detach())
     return torch.cat(scores)
 
 
 def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                     normalized_advantages: torch.Tensor | None = None) -> torch.Tensor:
-    """The definition, literally: one backward pass per record, then a dot product. Slow; for tests."""
+                     normalized_advantages: torch.Tensor | None = None,
+                     preconditioner: Params | None = None) -> torch.Tensor:
+    """The definition, literally: one backward pass per record, the preconditioner applied to that
+    record's gradient, then a dot product with ∇L_f. Slow; for tests."""
     attribution = _Attribution(model, buffer, target, ppo, normalized_advantages)
     params = {k: v.clone().requires_grad_(True) for k, v in attribution.params.items()}
     scores = torch.empty(len(buffer), device=model.device)
     for i in range(len(buffer)):
         loss_i = attribution.per_record_loss(params, torch.tensor([i]))[0]
         grads = torch.autograd.grad(loss_i, list(params.values()), allow_unused=True)
-        scores[i] = sum((g * attribution.target_gradient[k]).sum()
-                        for k, g in zip(params, grads) if g is not None)
+        record_step = _preconditioned({k: g for k, g in zip(params, grads) if g is not None}, preconditioner)
+        scores[i] = sum((g * attribution.target_gradient[k]).sum() for k, g in record_step.items())
     return scores

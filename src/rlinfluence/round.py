@@ -90,7 +90,7 @@ class Trainer:
         scores = None
         if self.method.needs_scores:
             scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence,
-                                       self.partition_rng).cpu().numpy()
+                                       self.partition_rng, self.optimizer).cpu().numpy()
         time_influence = lap()
         selection = self.method.select(buffer, scores, self.selection_rng)
         time_select = lap()

@@ -26,6 +26,7 @@ LOGGER_MODES = ("offline", "online", "disabled")
 NETWORKS = ("mlp", "cnn", "nature_cnn")
 INFLUENCE_BACKENDS = ("jvp", "reference")
 INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
+INFLUENCE_PRECONDITIONERS = ("none", "adam")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -61,6 +62,9 @@ def validate(cfg: DictConfig) -> None:
     _one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
     _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
     _one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
+    _one_of("influence.preconditioner", cfg.influence.preconditioner, INFLUENCE_PRECONDITIONERS)
+    _require(cfg.influence.preconditioner != "adam" or cfg.optimizer.name == "adam",
+             f"influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), got optimizer={cfg.optimizer.name}")
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
              f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
 
