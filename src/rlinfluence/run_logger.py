@@ -39,7 +39,8 @@ def rows_to_resume(path: Path, last_round: int) -> list[dict[str, str]]:
     and a row cut short by a kill (missing fields) can only be one of them."""
     try:
         with open(path, newline="") as handle:
-            rows = [row for row in csv.DictReader(handle) if None not in row.values() and int(row["round"]) <= last_round]
+            rows = [row for row in csv.DictReader(handle)
+                    if None not in row.values() and int(row["round"]) <= last_round]
         rounds = [int(row["round"]) for row in rows]
     except (OSError, csv.Error, UnicodeDecodeError, ValueError, KeyError) as error:
         raise unreadable(path, error) from None

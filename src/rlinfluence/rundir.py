@@ -187,8 +187,10 @@ def check_identity(path: Path, cfg: DictConfig) -> None:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise unreadable(path / IDENTITY, error) from None
     settings = result_settings(cfg)
-    differing = sorted(key for key in stored.keys() | settings.keys() if stored.get(key, UNSET) != settings.get(key, UNSET))
+    differing = sorted(key for key in stored.keys() | settings.keys()
+                       if stored.get(key, UNSET) != settings.get(key, UNSET))
     if differing:
-        key = differing[0]
-        raise RunDirError(f"{path} was made with {key}={json.dumps(stored.get(key, UNSET))}, this command has "
-                          f"{key}={json.dumps(settings.get(key, UNSET))} ({len(differing)} setting(s) differ); {RESTART}")
+        key, count = differing[0], len(differing)
+        was, now = json.dumps(stored.get(key, UNSET)), json.dumps(settings.get(key, UNSET))
+        raise RunDirError(f"{path} was made with {key}={was}, this command has {key}={now} "
+                          f"({count} setting(s) differ); {RESTART}")

@@ -86,5 +86,6 @@ def _check_action_target(cfg: DictConfig) -> None:
         _require(len(action) == 1 and float(action[0]).is_integer() and 0 <= action[0] < actions.n,
                  f"target.action={list(action)} must be one action index in 0..{actions.n - 1} for env={cfg.env.name}")
     else:
-        _require(len(action) == int(np.prod(actions.shape)),
-                 f"target.action has {len(action)} entries, env={cfg.env.name}'s actions have {int(np.prod(actions.shape))}")
+        dimensions = int(np.prod(actions.shape))
+        _require(len(action) == dimensions,
+                 f"target.action has {len(action)} entries, env={cfg.env.name}'s actions have {dimensions}")
