@@ -19,13 +19,16 @@ run experiment_name=main env=frozenlake method=iif,ppo,random protocol=paper see
 run experiment_name=main env=frozenlake method=iif,ppo,random protocol=clean seed=range\(5,10\)
 run experiment_name=main env=acrobot method=iif,ppo,random protocol=paper seed=range\(0,10\) eval.episodes=100
 run experiment_name=main env=acrobot method=iif,ppo,random protocol=clean seed=range\(5,10\) eval.episodes=100
-# Each part of the authors' collection alone (FrozenLake's start state is fixed: repeat_starts alone
-# changes nothing there).
-run experiment_name=main env=acrobot method=iif,ppo seed=range\(0,10\) eval.episodes=100 $ABANDON
-run experiment_name=main env=acrobot method=iif,ppo seed=range\(0,10\) eval.episodes=100 $SAME_STARTS
-run experiment_name=main env=acrobot method=iif,ppo seed=range\(0,10\) eval.episodes=100 $SAME_NOISE
+# Each part of the authors' collection alone, IIF first (against clean PPO), then PPO with the same
+# part. FrozenLake's start state is fixed: repeat_starts alone changes nothing there.
+for part in $ABANDON $SAME_STARTS $SAME_NOISE; do
+  run experiment_name=main env=acrobot method=iif seed=range\(0,10\) eval.episodes=100 "$part"
+done
 # Collapse rate of IIF at p = 50 % on FrozenLake: 30 seeds under both protocols.
 run experiment_name=main env=frozenlake method=iif protocol=clean,paper seed=range\(10,30\)
+for part in $ABANDON $SAME_STARTS $SAME_NOISE; do
+  run experiment_name=main env=acrobot method=ppo seed=range\(0,10\) eval.episodes=100 "$part"
+done
 run experiment_name=main env=frozenlake method=iif,ppo seed=range\(0,10\) $ABANDON
 run experiment_name=main env=frozenlake method=iif,ppo seed=range\(0,10\) $SAME_NOISE
 run experiment_name=main env=minigrid method=iif,ppo,random protocol=paper seed=range\(0,10\) eval.episodes=100

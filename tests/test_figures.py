@@ -248,12 +248,20 @@ def test_unfinished_runs_are_skipped_and_listed(tmp_path):
 def test_refreshing_replaces_runs_on_disk_and_keeps_the_others(tmp_path):
     write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=0)
     write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=1)
-    refresh_tidy_csvs(tmp_path / "old", tmp_path / "data")
+    refresh_tidy_csvs(tmp_path / "old", tmp_path / "data", {"main"})
     # Seed 0 is rerun with different results; seed 1's run directory is not on this machine.
     write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, curve=[0, 9, 9, 9, 9])
-    refresh_tidy_csvs(tmp_path / "new", tmp_path / "data")
+    refresh_tidy_csvs(tmp_path / "new", tmp_path / "data", {"main"})
     tidy = load_tidy(tmp_path / "data")
     assert tidy.groupby("seed")["test_return"].max().to_dict() == {0: 9.0, 1: 14.0}
+
+
+def test_runs_no_figure_reads_stay_out_of_the_committed_data(tmp_path):
+    """A quick look (`experiment_name=default`) must not leave a default.csv beside the paper's data."""
+    write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
+    write_run(tmp_path / "runs", "default", "acrobot", "ppo", seed=0)
+    regenerate(tmp_path / "data", tmp_path / "out", runs_root=tmp_path / "runs")
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["main.csv"]
 
 
 def test_latex_tables_escape_what_latex_would_misread():

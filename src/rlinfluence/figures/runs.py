@@ -87,13 +87,18 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
     return tidy
 
 
-def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path) -> list[Path]:
-    """Write the finished runs of `runs_root` into `data_dir/<experiment>.csv`; returns those paths.
+def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path, experiments: set[str]) -> list[Path]:
+    """Write the finished runs of `runs_root` of the given `experiments` (those some figure reads) into
+    `data_dir/<experiment>.csv`; returns those paths. Runs of other experiments (e.g. a quick look
+    under experiment_name=default) are logged and left out of the committed data.
 
     A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
     are kept, so refreshing from a partial runs folder never loses committed results.
     """
     fresh = tidy_from_runs(runs_root)
+    for experiment in sorted(set(fresh["experiment"]) - experiments):
+        log.warning("not adding the runs of experiment %r to %s: no figure or table reads it", experiment, data_dir)
+    fresh = fresh[fresh["experiment"].isin(experiments)]
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     written = []
