@@ -37,6 +37,30 @@ class _PolicyFn(nn.Module):
         return self.model.action_head.log_prob_entropy(self.model.policy_output(obs), actions)
 
 
+def _policy_fn(policy: _PolicyFn, params: Params):
+    return lambda obs, actions: functional_call(policy, params, (obs, actions))
+
+
+def _target_gradient(policy: _PolicyFn, params: Params, target: Target, buffer: RolloutBuffer) -> Params:
+    """∇L_f at `params` (policy parameters only; a parameter the target does not reach gets zeros)."""
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+    grads = torch.autograd.grad(target.loss(_policy_fn(policy, params), buffer), list(params.values()),
+                                allow_unused=True)
+    return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(params.items(), grads)}
+
+
+def _per_record_loss(policy: _PolicyFn, params: Params, buffer: RolloutBuffer, ids: slice | torch.Tensor,
+                     old_log_prob: torch.Tensor, advantages: torch.Tensor, ppo: PPOConfig) -> torch.Tensor:
+    """ℓ_i(params) for the records `ids`: the PPO policy loss with the given log π_old and normalised Â."""
+    log_prob, entropy = functional_call(policy, params, (buffer.obs[ids], buffer.actions[ids]))
+    return policy_loss_per_record(log_prob, old_log_prob, advantages, ppo.clip_range, entropy, ppo.ent_coef)
+
+
+def _policy_params(model: ActorCritic) -> Params:
+    named = dict(model.named_parameters())
+    return {f"model.{n}": named[n].detach() for n in model.policy_parameter_names()}
+
+
 class _Attribution:
     """What both backends share: the policy parameters at θ_k, the target gradient, ℓ(θ)."""
 
@@ -44,29 +68,44 @@ class _Attribution:
                  normalized_advantages: torch.Tensor | None = None):
         self.policy = _PolicyFn(model)
         buffer = buffer.to(model.device)
-        names = model.policy_parameter_names()
-        named = dict(model.named_parameters())
-        self.params: Params = {f"model.{n}": named[n].detach() for n in names}
+        self.params = _policy_params(model)
         self.buffer, self.ppo = buffer, ppo
         with torch.no_grad():
             self.old_log_prob = self.policy(buffer.obs, buffer.actions)[0]
         self.advantages = (normalize_advantages(buffer.advantages) if normalized_advantages is None
                            else normalized_advantages.to(model.device))
-        self.target_gradient = self._target_gradient(target)
+        self.target_gradient = _target_gradient(self.policy, self.params, target, buffer)
 
     def policy_fn(self, params: Params):
-        return lambda obs, actions: functional_call(self.policy, params, (obs, actions))
-
-    def _target_gradient(self, target: Target) -> Params:
-        params = {k: v.clone().requires_grad_(True) for k, v in self.params.items()}
-        loss = target.loss(self.policy_fn(params), self.buffer)
-        grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
-        return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(params.items(), grads)}
+        return _policy_fn(self.policy, params)
 
     def per_record_loss(self, params: Params, ids: slice | torch.Tensor) -> torch.Tensor:
-        log_prob, entropy = functional_call(self.policy, params, (self.buffer.obs[ids], self.buffer.actions[ids]))
-        return policy_loss_per_record(log_prob, self.old_log_prob[ids], self.advantages[ids],
-                                      self.ppo.clip_range, entropy, self.ppo.ent_coef)
+        return _per_record_loss(self.policy, params, self.buffer, ids, self.old_log_prob[ids], self.advantages[ids],
+                                self.ppo)
+
+
+class StepInfluence:
+    """The paper's general (multi-checkpoint) influence of a round's records (§3.1), summed over the
+    update's minibatch steps j:  I_i = Σ_{j: i ∈ B_j} η ⟨∇ℓ_i(θ_j), ∇L_f(θ_j)⟩.
+
+    ℓ_i is the record's loss as that minibatch trains on it (its own advantage normalisation, the
+    rollout's log π_old, so the ratio and clip are live); L_f is the target over the round's buffer at
+    θ_j; η the optimizer's learning rate (the SGD form; under Adam the step is preconditioned, see
+    influence.preconditioner). The update calls `add_step` at θ_j, before each optimizer step: one
+    target gradient and one forward-mode pass over the minibatch."""
+
+    def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig, lr: float):
+        self.model, self.policy = model, _PolicyFn(model)
+        self.buffer, self.target, self.ppo, self.lr = buffer.to(model.device), target, ppo, lr
+        self.scores = torch.zeros(len(buffer), dtype=torch.float64, device=model.device)
+
+    def add_step(self, ids: torch.Tensor, advantages: torch.Tensor) -> None:
+        params = _policy_params(self.model)
+        direction = _target_gradient(self.policy, params, self.target, self.buffer)
+        old_log_prob, advantages = self.buffer.log_probs[ids], advantages.detach()
+        _, directional = jvp(lambda p: _per_record_loss(self.policy, p, self.buffer, ids, old_log_prob, advantages,
+                                                        self.ppo), (params,), (direction,))
+        self.scores.index_add_(0, ids, self.lr * directional.detach().double())
 
 
 def chunk_normalized_advantages(advantages: torch.Tensor, chunk: int, rng: np.random.Generator) -> torch.Tensor:

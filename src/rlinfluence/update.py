@@ -8,7 +8,7 @@ part of IIF's speed-up. Reweighting methods instead draw N ids with replacement 
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -39,8 +39,14 @@ def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generato
         yield ids[start:start + batch_size]
 
 
+# Called at θ_j before each optimizer step with the minibatch's record ids and normalised advantages
+# (influence.StepInfluence.add_step).
+StepHook = Callable[[torch.Tensor, torch.Tensor], None]
+
+
 def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer,
-               selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> dict[str, float]:
+               selection: Selection, ppo: PPOConfig, rng: np.random.Generator,
+               on_step: StepHook | None = None) -> dict[str, float]:
     buffer = buffer.to(model.device)
     # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
     clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
@@ -60,6 +66,8 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
             value_loss = value_loss_per_record(values, buffer.returns[ids]).mean()
             loss = policy_loss + vf_coef * value_loss
 
+            if on_step is not None:
+                on_step(ids, advantages)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if max_grad_norm is not None:
