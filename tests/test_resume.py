@@ -1,4 +1,5 @@
-"""A run killed with SIGKILL at any point resumes to exactly the metrics of an uninterrupted run."""
+"""A run killed with SIGKILL at any point resumes to exactly the metrics (and per-round snapshots) of an
+uninterrupted run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 TIME_COLUMNS = {"time_collect", "time_influence", "time_select", "time_update", "time_eval"}
 ROUNDS = 8
@@ -19,13 +21,18 @@ ROUNDS = 8
 def command(runs_root: Path, env: str) -> list[str]:
     return [sys.executable, "-m", "rlinfluence", f"env={env}", "method=iif", "env.n_steps=256", f"env.rounds={ROUNDS}",
             "ppo.batch_size=64", "eval.episodes=8", "eval.n_parallel=4", "logger=disabled", "progress=false",
-            f"runs_root={runs_root}", "seed=5"]
+            f"runs_root={runs_root}", "seed=5", "checkpoint.snapshots=true"]
 
 
 def metrics(runs_root: Path, env: str) -> list[dict[str, str]]:
     path = next(runs_root.rglob("metrics.csv"))
     with open(path, newline="") as handle:
         return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
+
+
+def snapshot_weights(runs_root: Path) -> list[dict[str, torch.Tensor]]:
+    paths = sorted(runs_root.rglob("snapshots/round*.pt"))
+    return [torch.load(path, weights_only=False)["model"] for path in paths]
 
 
 def rounds_logged(runs_root: Path) -> int:
@@ -49,6 +56,9 @@ def test_kill_minus_9_then_rerun_equals_uninterrupted_run(tmp_path, env):
     subprocess.run(command(interrupted, env), check=True, capture_output=True, timeout=300)
 
     assert metrics(interrupted, env) == metrics(tmp_path / "reference", env)
+    reference, resumed = snapshot_weights(tmp_path / "reference"), snapshot_weights(interrupted)
+    assert len(resumed) == ROUNDS + 1
+    assert all(torch.equal(a[name], b[name]) for a, b in zip(reference, resumed, strict=True) for name in a)
     assert next(interrupted.rglob("DONE"))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 CHECKPOINT, METRICS, SUMMARY = "checkpoint.pt", "metrics.csv", "summary.json"
+SNAPSHOTS = "snapshots"  # checkpoint.snapshots=true: snapshots/round<k>.pt, the checkpoint as it was after round k
 RESTART = "force=true restarts the run from scratch, deleting its results"
 
 
@@ -41,10 +42,33 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
     _atomic_write(run_dir / CHECKPOINT, lambda handle: torch.save(state, handle))
 
 
+def snapshot_path(run_dir: Path, k: int) -> Path:
+    return run_dir / SNAPSHOTS / f"round{k:03d}.pt"
+
+
+def save_snapshot(run_dir: Path, state: dict[str, Any]) -> None:
+    """A copy of round k's checkpoint that later rounds do not overwrite. Written before the checkpoint,
+    so a run killed between the two redoes round k and writes the same snapshot again."""
+    path = snapshot_path(run_dir, int(state["round"]))
+    path.parent.mkdir(exist_ok=True)
+    _atomic_write(path, lambda handle: torch.save(state, handle))
+
+
+def load_snapshot(run_dir: Path, k: int) -> dict[str, Any]:
+    state = _load_state(snapshot_path(run_dir, k))
+    if state is None:
+        raise RunDirError(f"{snapshot_path(run_dir, k)} does not exist: the run kept no snapshot of round {k} "
+                          f"(train it with checkpoint.snapshots=true; force=true if it finished without)")
+    return state
+
+
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     """The run's last checkpoint, None when it has none; RunDirError when the file cannot be read
     (truncated, emptied, not ours): resuming without it would silently discard the run's progress."""
-    path = run_dir / CHECKPOINT
+    return _load_state(run_dir / CHECKPOINT)
+
+
+def _load_state(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:

@@ -135,8 +135,37 @@ class FiguresConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    # Also keep each round's full checkpoint under snapshots/ (what the analyses replay rounds from).
+    # Off by default: an image env's snapshots take megabytes per round.
+    snapshots: bool = False
+
+
+@dataclass
+class DiagnoseConfig:
+    """task=diagnose (paper §4.1, Fig. 3, 8): which rounds of the standard run to look into."""
+
+    rounds: list[int] = field(default_factory=lambda: [2, 5, 10])
+    rollouts: int = 1000  # Monte-Carlo rollouts per (state, action) for the true advantage Ā
+    bottom: int = 100  # records shown as the most negative influence (Fig. 3a, 8)
+
+
+@dataclass
+class InterveneConfig:
+    """task=intervene (paper §4.3, Fig. 5, 11): rounds of the standard run to intervene on (empty: all)."""
+
+    rounds: list[int] = field(default_factory=list)
+
+
+@dataclass
+class AnalysisConfig:
+    diagnose: DiagnoseConfig = field(default_factory=DiagnoseConfig)
+    intervene: InterveneConfig = field(default_factory=InterveneConfig)
+
+
+@dataclass
 class Config:
-    task: str = "train"  # train | figures
+    task: str = "train"  # train | figures | diagnose | intervene (tasks.py)
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"
@@ -154,6 +183,8 @@ class Config:
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     figures: FiguresConfig = field(default_factory=FiguresConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 
 
 # Registered on import: conf/config.yaml's defaults start from it, so whatever composes the config

@@ -26,15 +26,17 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.checkpoint import METRICS, SUMMARY, load_checkpoint, save_checkpoint, write_json
+from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint, save_checkpoint, save_snapshot,
+                                    write_json)
 from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.evaluation import Evaluator
 from rlinfluence.influence import compute_influence
 from rlinfluence.networks import ActorCritic
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
 from rlinfluence.run_logger import RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
-from rlinfluence.selection import make_selection
+from rlinfluence.selection import Selection, make_selection
 from rlinfluence.targets import make_target
 from rlinfluence.update import make_optimizer, ppo_update
 
@@ -73,31 +75,44 @@ class Trainer:
         row |= self.evaluator.evaluate(self.model, 0)
         return row | {"time_eval": time.perf_counter() - start}
 
+    # The stages of a round, each on its own so the analyses (analyses/) can rerun a round's update
+    # from the same state with another selection.
+
+    def collect(self) -> RolloutBuffer:
+        if self.cfg.collection.repeat_action_noise:
+            self.action_generator.set_state(self.first_action_state)
+        self.envs.start_round()
+        return collect_rollout(self.model, self.envs, self.cfg.env.n_steps, self.cfg.ppo.gamma,
+                               self.cfg.ppo.gae_lambda, self.action_generator)
+
+    def influence(self, buffer: RolloutBuffer) -> np.ndarray:
+        return compute_influence(self.model, buffer, self.target, self.cfg.ppo, self.cfg.influence,
+                                 self.partition_rng, self.optimizer).cpu().numpy()
+
+    def update(self, buffer: RolloutBuffer, selection: Selection) -> dict[str, float]:
+        return ppo_update(self.model, self.optimizer, buffer, selection, self.cfg.ppo, self.shuffle_rng)
+
+    def evaluate(self, k: int) -> dict[str, float]:
+        if not self.is_eval_round(k):
+            return {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0}
+        return self.evaluator.evaluate(self.model, k)
+
     def run_round(self, k: int) -> dict[str, Any]:
-        cfg = self.cfg
         clock = [time.perf_counter()]
 
         def lap() -> float:
             clock.append(time.perf_counter())
             return clock[-1] - clock[-2]
 
-        if cfg.collection.repeat_action_noise:
-            self.action_generator.set_state(self.first_action_state)
-        self.envs.start_round()
-        buffer = collect_rollout(self.model, self.envs, cfg.env.n_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda,
-                                 self.action_generator)
+        buffer = self.collect()
         time_collect = lap()
-        scores = None
-        if self.method.needs_scores:
-            scores = compute_influence(self.model, buffer, self.target, cfg.ppo, cfg.influence,
-                                       self.partition_rng, self.optimizer).cpu().numpy()
+        scores = self.influence(buffer) if self.method.needs_scores else None
         time_influence = lap()
         selection = self.method.select(buffer, scores, self.selection_rng)
         time_select = lap()
-        stats = ppo_update(self.model, self.optimizer, buffer, selection, cfg.ppo, self.shuffle_rng)
+        stats = self.update(buffer, selection)
         time_update = lap()
-        evaluation = (self.evaluator.evaluate(self.model, k) if self.is_eval_round(k)
-                      else {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0})
+        evaluation = self.evaluate(k)
         time_eval = lap()
 
         finished = self.envs.finished_returns
@@ -153,6 +168,7 @@ def reset_run(run_dir: Path) -> None:
     for name in (*RESULTS, IDENTITY):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "wandb", ignore_errors=True)
+    shutil.rmtree(run_dir / SNAPSHOTS, ignore_errors=True)
 
 
 @dataclass
@@ -188,7 +204,10 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume) -> dict[str, Any]:
         for k in progress:
             row = trainer.initial_row() if k == 0 else trainer.run_round(k)
             logger.log(row)
-            save_checkpoint(run_dir, trainer.state_dict(k))
+            state = trainer.state_dict(k)
+            if cfg.checkpoint.snapshots:
+                save_snapshot(run_dir, state)
+            save_checkpoint(run_dir, state)
             write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, done=False))
             progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
         summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)

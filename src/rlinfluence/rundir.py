@@ -91,10 +91,12 @@ def create_run_dir(path: Path, runs_root: str) -> None:
 
 # ----------------------------------------------------------------------------- the settings behind the hash
 
-# Top-level keys that cannot change a run's results: where it is stored, how it is shown and mirrored.
+# Top-level keys that cannot change a run's results: where it is stored, how it is shown and mirrored,
+# whether per-round snapshots are kept, what the analyses do with them.
 # (device and torch_threads are result-affecting: CPU and GPU kernels, and kernels on different thread
 # counts, need not give bit-identical numbers.)
-NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force", "progress", "logger", "figures")
+NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force", "progress", "logger", "figures",
+                        "checkpoint", "analysis")
 # Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
 # env.eval_episodes -> eval.episodes), and the method, whose result-affecting part is its tag in the path.
 COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method")
