@@ -173,3 +173,26 @@ class TestRobustStatistics:
         some = metrics.rate_ci(3, 30)
         assert (some.mean, some.n) == (0.1, 30)
         assert (some.low, some.high) == pytest.approx((0.0346, 0.2562), abs=1e-4)
+
+
+class TestEvenLevels:
+    def test_levels_split_the_improvement_evenly_and_end_at_the_peak(self):
+        # From 0 to a peak of 1.0 (round 4): levels 0.25, 0.5, 0.75, 1.0, first reached at rounds 1, 2, 2, 4.
+        levels, rounds = metrics.even_levels([0.0, 0.3, 0.8, 0.7, 1.0, 0.9], n_levels=4)
+        assert levels.tolist() == [0.25, 0.5, 0.75, 1.0] and rounds.tolist() == [1, 2, 2, 4]
+
+    def test_known_reductions_beside_the_running_maximum_levels(self):
+        std = [0.0, 0.1, 0.2, 0.5, 0.8, 0.97, 0.98, 0.99, 1.0]
+        method = [0.0, 0.2, 0.8, 0.99, 0.99, 0.99, 0.99, 0.99, 0.99]
+        # Running-maximum levels 0.1, 0.2, 0.5, 0.8, 0.97, 0.98, 0.99, 1.0 (rounds 1..8); the method
+        # reaches them at 1, 1, 2, 2, 3, 3, 3, never: 0, 50, 33.3, 50, 40, 50, 57.1, 0 %.
+        assert metrics.se_ave(std, method) == pytest.approx((50 + 100 / 3 + 50 + 40 + 50 + 100 * 4 / 7) / 8)
+        # Even levels 0.1..1.0: PPO at rounds 1, 2, 3, 3, 3, 4, 4, 4, 5, 8; the method at 1, 1, 2, 2, 2, 2,
+        # 2, 2, 3, never: 0, 50, 33.3, 33.3, 33.3, 50, 50, 50, 40, 0 %.
+        even = metrics.level_reductions(std, method, metrics.even_levels)
+        assert even.std_rounds.tolist() == [1, 2, 3, 3, 3, 4, 4, 4, 5, 8] and even.n_unreached == 1
+        assert metrics.se_ave(std, method, metrics.even_levels) == pytest.approx(34.0)
+
+    def test_no_improvement_gives_no_level(self):
+        levels, rounds = metrics.even_levels([1.0, 0.5, 0.9])
+        assert levels.size == 0 and rounds.size == 0

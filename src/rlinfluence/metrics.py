@@ -76,13 +76,28 @@ class LevelReductions:
         return np.where(self.reached, (1.0 - self.method_rounds / self.std_rounds) * 100.0, 0.0)
 
 
-def level_reductions(std_curve, method_curve) -> LevelReductions:
-    """Round reductions at every level of `se_levels(std_curve)`.
+def even_levels(std_curve, n_levels: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """A sensitivity variant of `se_levels`: n levels evenly spaced over standard PPO's improvement,
+    v_j = R_0 + j/n · (R_peak − R_0), j = 1..n, with the rounds where it first reaches them.
+
+    Running-maximum records crowd near a noisy plateau (many of FrozenLake's levels lie within 1 % of
+    the peak); even levels weigh every part of the learning curve alike. Empty when PPO never improves."""
+    curve = np.asarray(std_curve, dtype=float)
+    peak = standard_peak(curve)
+    if np.isnan(peak):
+        return np.array([]), np.array([], dtype=int)
+    # min(): rounding must not lift the top level above the peak it stands for.
+    levels = np.minimum(curve[0] + (peak - curve[0]) * np.arange(1, n_levels + 1) / n_levels, peak)
+    return levels, np.array([first_round_reaching(curve, v) for v in levels])
+
+
+def level_reductions(std_curve, method_curve, levels=se_levels) -> LevelReductions:
+    """Round reductions at every level of `levels(std_curve)` (the paper's: `se_levels`).
 
     The two curves may have different lengths (e.g. a shorter IIF run): the levels come from the
     whole standard curve, and the method is searched over the whole of its own curve.
     """
-    levels, std_rounds = se_levels(std_curve)
+    levels, std_rounds = levels(std_curve)
     method_rounds = [first_round_reaching(method_curve, v) for v in levels]
     return LevelReductions(
         levels=levels,
@@ -91,12 +106,13 @@ def level_reductions(std_curve, method_curve) -> LevelReductions:
     )
 
 
-def se_ave(std_curve, method_curve) -> float:
-    """SE_ave in %: the mean round reduction over all levels of the standard curve.
+def se_ave(std_curve, method_curve, levels=se_levels) -> float:
+    """SE_ave in %: the mean round reduction over all levels of the standard curve (`levels`: the
+    paper's running-maximum records, or `even_levels` for the sensitivity check).
 
     NaN when standard PPO never improves on its initial policy (there is no level to average).
     """
-    reductions = level_reductions(std_curve, method_curve).reductions
+    reductions = level_reductions(std_curve, method_curve, levels).reductions
     return float(reductions.mean()) if reductions.size else float("nan")
 
 
