@@ -7,6 +7,8 @@ import os
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
@@ -26,3 +28,20 @@ def compose_config(overrides: list[str], return_hydra_config: bool = False):
 @pytest.fixture
 def tiny_config():
     return lambda *overrides: compose_config(TINY + list(overrides))
+
+
+def write_analyses(data_dir) -> None:
+    """Random rows in the shape task=diagnose and task=intervene write, for every env a figure reads."""
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        for env in ("frozenlake", "minigrid"):
+            rows = [{"env": env, "seed": seed, "round": k, "record": i, "rank": i + 1, "influence": -i,
+                     "state": int(rng.integers(16)), "action": int(rng.integers(4)), "advantage_gae": rng.normal(),
+                     "advantage_true": rng.normal(), "advantage_true_se": 0.01} for k in (2, 5, 10) for i in range(150)]
+            (data_dir / "analyses" / "diagnose").mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_csv(data_dir / "analyses" / "diagnose" / f"{env}-seed{seed}.csv", index=False)
+        for env in ("frozenlake", "acrobot", "minigrid", "lunarlander"):
+            rows = [{"env": env, "seed": seed, "round": k, "arm": arm, "test_return": rng.normal()}
+                    for k in range(1, 6) for arm in ("all", "influence", "random")]
+            (data_dir / "analyses" / "intervene").mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_csv(data_dir / "analyses" / "intervene" / f"{env}-seed{seed}.csv", index=False)

@@ -9,7 +9,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
+from rlinfluence.figures import catalogue
 from rlinfluence.figures.outputs import OUTPUTS
+from conftest import write_analyses
 from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
 
@@ -79,15 +81,19 @@ def made(tmp_path_factory):
     """Every needed run under runs/, regenerated once: (results, data_dir, out_dir)."""
     root = tmp_path_factory.mktemp("repo")
     write_every_needed_run(root / "runs")
+    write_analyses(root / "data")
     results = regenerate(root / "data", root / "out", runs_root=root / "runs")
     return results, root / "data", root / "out"
 
 
 FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_error", "fig14_p_ablation",
-           "fig15_adam", "protocol_curves"]
+           "fig15_adam", "protocol_curves", "fig3a_bottom_records", "fig8_bottom_records_rounds",
+           "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
+           "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random"]
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
-          "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot"]
+          "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
+          "intervention_summary"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -102,7 +108,7 @@ def test_every_output_is_made_with_its_files(made):
 
 def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     _, data_dir, _ = made
-    assert sorted(p.name for p in data_dir.iterdir()) == ["adam.csv", "heuristics_advantage.csv",
+    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == ["adam.csv", "heuristics_advantage.csv",
                                                           "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
@@ -274,7 +280,7 @@ def test_main_from_config_reads_the_figures_node(tmp_path):
     cfg = OmegaConf.create({"figures": {"data_dir": str(tmp_path / "data"), "out_dir": str(tmp_path / "out"),
                                         "runs_root": str(tmp_path / "runs")}})
     results = main_from_config(cfg)
-    assert [name for name, _, _ in results] == [o.name for o in OUTPUTS]
+    assert [name for name, _, _ in results] == [o.name for o in catalogue.OUTPUTS]
     assert (tmp_path / "data" / "main.csv").exists() and (tmp_path / "out" / "MISSING.md").exists()
 
 

@@ -2,7 +2,8 @@
 
 `task=train` (default) trains one run into its run dir (rundir.py: the directory is the run's whole
 configuration), resuming from its checkpoint and skipping it when it is already finished;
-`task=figures` regenerates the paper's tables and figures. A command that cannot run as given (a
+every other `task=` is a registered task (tasks.py: `figures` regenerates the paper's tables and
+figures, `diagnose` and `intervene` are the analyses of analyses/). A command that cannot run as given (a
 config error, a run dir it cannot continue) is refused in one line with exit code 2 before it writes
 anything.
 """
@@ -24,6 +25,7 @@ from rlinfluence.config import ConfigError
 from rlinfluence.envs import env_optimizer
 from rlinfluence.paths import CONFIG_DIR
 from rlinfluence.round import Resume, read_resume, reset_run, train
+from rlinfluence.tasks import TRAIN, load_tasks
 from rlinfluence.validation import validate
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
@@ -33,11 +35,8 @@ def run_task(cfg: DictConfig, run_dir: Path | None = None) -> dict | None:
     """Validate, then dispatch on `task`. Separate from the Hydra wrapper so tests can call it; `run_dir`
     defaults to the config's own (tests pass a temporary one)."""
     validate(cfg)
-    if cfg.task == "figures":
-        from rlinfluence.figures import main_from_config
-
-        main_from_config(cfg)
-        return None
+    if cfg.task != TRAIN:
+        return load_tasks()[cfg.task](cfg)
     return start_training(cfg, run_dir or rundir.run_dir(cfg))
 
 

@@ -101,6 +101,24 @@ STATE_KEYS: dict[str, Callable[[gym.Env], int]] = {
 }
 
 
+def _set_toy_text_state(env: gym.Env, key: int) -> None:
+    env.unwrapped.s = int(key)
+
+
+def _set_minigrid_pose(env: gym.Env, key: int) -> None:
+    base = env.unwrapped
+    cell, base.agent_dir = divmod(int(key), 4)
+    base.agent_pos = divmod(cell, base.height)
+
+
+# The inverse of STATE_KEYS, where the key is the whole state: put a freshly reset env into the state
+# a key names (the true advantage of task=diagnose rolls out from there).
+STATE_SETTERS: dict[str, Callable[[gym.Env, int], None]] = {
+    "toy_text_state": _set_toy_text_state,
+    "minigrid_pose": _set_minigrid_pose,
+}
+
+
 def state_key_function(env_cfg: EnvConfig) -> Callable[[gym.Env], int] | None:
     """The env's state-key function, or None when it exposes no discrete state."""
     if env_cfg.state_key is None:

@@ -18,8 +18,8 @@ from omegaconf import DictConfig
 from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
 from rlinfluence.selection import SELECTION_METHODS
+from rlinfluence.tasks import task_names
 
-TASKS = ("train", "figures")
 OPTIMIZERS = ("sgd", "adam")
 TARGETS = ("return", "action")
 LOGGER_MODES = ("offline", "online", "disabled")
@@ -44,7 +44,7 @@ def _positive(key: str, value: float) -> None:
 
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError (one line) on the first value that cannot be run."""
-    _one_of("task", cfg.task, TASKS)
+    _one_of("task", cfg.task, task_names())
     _one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
     SELECTION_METHODS[cfg.method.name].check_config(cfg)
     for key in ("env.n_steps", "env.rounds", "env.n_envs", "ppo.batch_size", "ppo.n_epochs", "eval.every",

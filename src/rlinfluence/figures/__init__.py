@@ -6,5 +6,8 @@ computes it, `render` writes byte-reproducible files, `regenerate` ties them tog
 
 from rlinfluence.figures.regenerate import main_from_config, regenerate
 from rlinfluence.figures.runs import tidy_from_runs
+from rlinfluence.tasks import register
+
+register("figures")(main_from_config)
 
 __all__ = ["main_from_config", "regenerate", "tidy_from_runs"]

@@ -9,8 +9,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rlinfluence.figures.outputs import OUTPUTS, Output
+from rlinfluence.figures.catalogue import OUTPUTS
+from rlinfluence.figures.outputs import Output
 from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
+from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.figures.runs import load_tidy, refresh_tidy_csvs, scan_runs
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ def regenerate(data_dir: str | Path, out_dir: str | Path,
         refresh_tidy_csvs(runs_root, data_dir, {output.runs.experiment for output in OUTPUTS})
         unfinished = [d.relative_to(runs_root).as_posix() for d in scan_runs(runs_root).unfinished]
     tidy = load_tidy(data_dir)
+    tidy.attrs[DATA_DIR] = data_dir  # where Section 4's outputs find their analyses' CSVs
     out_dir.mkdir(parents=True, exist_ok=True)
 
     results, made, missing = [], [], []

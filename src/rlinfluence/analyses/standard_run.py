@@ -1,0 +1,85 @@
+"""The standard-PPO run an analysis looks into, trained first when it is missing, and its rounds
+replayed from the snapshots it kept.
+
+A snapshot is the run's whole checkpoint after a round (weights, optimizer, every RNG, env states), so
+a Trainer loaded with snapshot k−1 runs round k exactly as the run did: the same buffer, and on the
+same selection the same minibatch order and θ_k+1, bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from rlinfluence import rundir
+from rlinfluence.checkpoint import load_snapshot
+from rlinfluence.config import ConfigError
+from rlinfluence.round import Trainer
+
+
+def standard_run_config(cfg: DictConfig) -> DictConfig:
+    """The command's env, seed and settings, with method=ppo and per-round snapshots."""
+    run_cfg = copy.deepcopy(cfg)
+    run_cfg.task = "train"
+    run_cfg.method.name, run_cfg.method.p, run_cfg.method.variant = "ppo", None, None
+    run_cfg.checkpoint.snapshots = True
+    return run_cfg
+
+
+def check_rounds(cfg: DictConfig, key: str, rounds: list[int]) -> None:
+    if not rounds or not all(1 <= k <= cfg.env.rounds for k in rounds):
+        raise ConfigError(f"{key}={list(rounds)} must be rounds in 1..{cfg.env.rounds} (env.rounds)")
+
+
+def ensure_standard_run(run_cfg: DictConfig) -> Path:
+    """The run's dir, after training (or resuming) it when it has not finished."""
+    from rlinfluence.cli import start_training  # the CLI's own path: identity check, resume, refusals
+
+    run_dir = rundir.run_dir(run_cfg)
+    if not rundir.is_done(run_dir):
+        start_training(run_cfg, run_dir)
+    return run_dir
+
+
+def before_round(trainer: Trainer, run_dir: Path, k: int) -> dict:
+    """Put the trainer where the run stood when round k began; returns that snapshot."""
+    state = load_snapshot(run_dir, k - 1)
+    trainer.load_state_dict(state)
+    return state
+
+
+def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame) -> Path:
+    """One file per (env, seed): jobs of a sweep never write the same file."""
+    path = Path(cfg.figures.data_dir) / "analyses" / analysis / f"{cfg.env.name}-seed{cfg.seed}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(path, index=False, float_format="%.8g")
+    print(f"rlinfluence: wrote {path}; `rlinfluence task=figures` draws it")
+    return path
+
+
+def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
+                   analyse_round: Callable[[Trainer, Path, int], pd.DataFrame]) -> pd.DataFrame:
+    """Train the standard run if needed, then `analyse_round` each round from its snapshots; writes the
+    rows and prints the analysis' wall time (the standard run's training not counted)."""
+    run_cfg = standard_run_config(cfg)
+    run_dir = ensure_standard_run(run_cfg)
+    started = time.perf_counter()
+    torch.set_num_threads(run_cfg.torch_threads)
+    trainer = Trainer(run_cfg)
+    try:
+        parts = [analyse_round(trainer, run_dir, k) for k in tqdm(
+            rounds, desc=f"{analysis} {cfg.env.name} seed{cfg.seed}", unit="round", disable=not cfg.progress)]
+    finally:
+        trainer.close()
+    table = pd.concat(parts, ignore_index=True)
+    write_rows(cfg, analysis, table)
+    print(f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
+          f"{len(rounds)} round(s)")
+    return table

@@ -1,0 +1,272 @@
+"""Section 4's figures and tables, drawn from the analyses' own tidy CSVs (analyses/), not from runs.
+
+`AnalysisData` stands where an `Output` of outputs.py has its `Runs`: it says which CSVs the output
+reads (`<data_dir>/analyses/<analysis>/*.csv`, one per env and seed), which envs, seeds and rounds make
+it complete, and the command that writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from gymnasium.envs.toy_text.frozen_lake import MAPS
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from scipy.stats import spearmanr
+
+from rlinfluence.figures import paper
+from rlinfluence.figures.outputs import Output
+from rlinfluence.figures.render import figure_style
+
+DATA_DIR = "data_dir"  # the key of the tidy table's attrs that regenerate.py fills with figures.data_dir
+
+
+@dataclass(frozen=True)
+class AnalysisData:
+    """The rows of one analysis an output needs: `seeds` seeds of each env, with every round in `rounds`."""
+
+    analysis: str  # diagnose | intervene (the task that writes the CSVs)
+    envs: tuple[str, ...]
+    seeds: int
+    rounds: tuple[int, ...] = ()
+    overrides: str = ""  # what the command needs beyond task, env and seed
+    experiment = None  # reads no run's tidy rows (regenerate.py refreshes those of the outputs' experiments)
+
+    @property
+    def command(self) -> str:
+        return (f"rlinfluence -m task={self.analysis} env={','.join(self.envs)} "
+                f"seed={','.join(map(str, range(self.seeds)))}{' ' + self.overrides if self.overrides else ''}")
+
+    def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
+        files = sorted((Path(tidy.attrs[DATA_DIR]) / "analyses" / self.analysis).glob("*.csv"))
+        return pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else pd.DataFrame(
+            columns=["env", "seed", "round"])
+
+    def _seeds(self, rows: pd.DataFrame, env: str) -> list[int]:
+        rows = rows[rows["env"] == env]
+        return sorted(seed for seed, run in rows.groupby("seed") if set(self.rounds) <= set(run["round"]))
+
+    def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
+        rows = self.table(tidy)
+        rounds = f" with rounds {', '.join(map(str, self.rounds))}" if self.rounds else ""
+        return {env: f"analyses/{self.analysis}/{env}: needs {self.seeds} seeds{rounds}, has {len(seeds)}"
+                for env in self.envs if len(seeds := self._seeds(rows, env)) < self.seeds}
+
+    def restricted_to(self, envs: tuple[str, ...]) -> "AnalysisData":
+        return replace(self, envs=envs)
+
+    def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
+        rows = self.table(tidy)
+        parts = [rows[(rows["env"] == env) & rows["seed"].isin(self._seeds(rows, env)[:self.seeds])] for env in self.envs]
+        return pd.concat(parts, ignore_index=True)
+
+
+# ---------------------------------------------------------------- diagnosis (Fig. 3, 8)
+
+DIAGNOSED_ROUND = 5  # the paper's k for Fig. 3
+FIG8_ROUNDS = (2, 5, 10)
+BOTTOM = 100  # the paper's bottom records of Fig. 3a, 8
+PAPER_SPEARMAN = {"frozenlake": -0.67}  # Fig. 3d, ≈ 800 records
+ARROWS = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # FrozenLake actions left, down, right, up as (dx, dy)
+SIGN_COLOURS = {"Â > 0": "tab:blue", "Â < 0": "tab:red"}
+
+
+def _frozenlake_grid(ax, title: str) -> None:
+    desc = MAPS["4x4"]
+    colours = {"H": "#4a6fa5", "G": "#f2c14e", "S": "#d9d9d9", "F": "#f7f7f7"}
+    for row, line in enumerate(desc):
+        for col, cell in enumerate(line):
+            ax.add_patch(Rectangle((col, row), 1, 1, facecolor=colours[cell], edgecolor="grey"))
+            if cell in "HG":
+                ax.text(col + 0.12, row + 0.22, cell, fontsize=7)
+    ax.set(xlim=(0, 4), ylim=(4, 0), aspect="equal", xticks=[], yticks=[], title=title)
+    ax.grid(False)
+
+
+def _bottom_arrows(ax, records: pd.DataFrame) -> None:
+    """The bottom records per (state, action): an arrow from the cell, width by count, colour by sign(Â)."""
+    grouped = records.groupby(["state", "action"]).agg(count=("record", "size"), gae=("advantage_gae", "mean"))
+    most = grouped["count"].max()
+    for (state, action), group in grouped.iterrows():
+        row, col = divmod(int(state), 4)
+        dx, dy = ARROWS[int(action)]
+        colour = SIGN_COLOURS["Â > 0" if group["gae"] > 0 else "Â < 0"]
+        ax.arrow(col + 0.5, row + 0.5, 0.32 * dx, 0.32 * dy, width=0.02 + 0.1 * group["count"] / most,
+                 length_includes_head=True, color=colour, alpha=0.85)
+
+
+def _arrow_legend(fig: Figure) -> None:
+    fig.legend([Patch(color=c) for c in SIGN_COLOURS.values()], list(SIGN_COLOURS), loc="outside lower center",
+               ncols=2, frameon=False)
+
+
+def bottom_records_grid(output: Output, rows: pd.DataFrame) -> Figure:
+    """Fig. 3a / 8: one panel per (round, seed) of the bottom records on the 4×4 map."""
+    rounds = output.runs.rounds
+    seeds = sorted(rows["seed"].unique())
+    with figure_style():
+        fig = Figure(figsize=(2.4 * len(seeds), 2.5 * len(rounds) + 0.6), layout="constrained")
+        axes = fig.subplots(len(rounds), len(seeds), squeeze=False)
+        for ax_row, k in zip(axes, rounds):
+            for ax, seed in zip(ax_row, seeds):
+                run = rows[(rows["seed"] == seed) & (rows["round"] == k)]
+                _frozenlake_grid(ax, f"round {k}, seed {seed}")
+                _bottom_arrows(ax, run.nlargest(BOTTOM, "rank"))
+        _arrow_legend(fig)
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
+def _diagnosed(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rows["round"] == DIAGNOSED_ROUND].assign(
+        error=lambda d: (d["advantage_true"] - d["advantage_gae"]).abs(),
+        product=lambda d: d["advantage_true"] * d["advantage_gae"],
+        agree=lambda d: np.where(np.sign(d["advantage_true"]) == np.sign(d["advantage_gae"]), "signs agree",
+                                 "signs differ"))
+
+
+def _shade_ends(ax, n_records: int) -> None:
+    for start in (0, 0.8 * n_records):
+        ax.axvspan(start, start + 0.2 * n_records, color="grey", alpha=0.15, lw=0)
+
+
+def _per_seed_panels(output: Output, rows: pd.DataFrame, draw) -> Figure:
+    rows = _diagnosed(rows)
+    seeds = sorted(rows["seed"].unique())
+    with figure_style():
+        fig = Figure(figsize=(3.6 * len(seeds), 3.0), layout="constrained")
+        for ax, seed in zip(fig.subplots(1, len(seeds), squeeze=False).ravel(), seeds):
+            run = rows[rows["seed"] == seed]
+            draw(ax, run)
+            _shade_ends(ax, len(run))
+            ax.set_xlabel("rank by decreasing influence")
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
+def advantage_error(output: Output, rows: pd.DataFrame) -> Figure:
+    """Fig. 3c: |Ā − Â| against rank, coloured by whether the signs agree."""
+    def draw(ax, run):
+        sns.scatterplot(data=run, x="rank", y="error", hue="agree", hue_order=["signs agree", "signs differ"],
+                        s=6, linewidth=0, ax=ax, legend=run["seed"].iloc[0] == rows["seed"].min())
+        ax.set(title=f"seed {run['seed'].iloc[0]}", ylabel="|Ā − Â|")
+
+    return _per_seed_panels(output, rows, draw)
+
+
+def spearman(run: pd.DataFrame) -> float:
+    return float(spearmanr(run["rank"], run["product"]).statistic)
+
+
+def advantage_product(output: Output, rows: pd.DataFrame) -> Figure:
+    """Fig. 3d: Ā·Â against rank, with the Spearman correlation of the two."""
+    def draw(ax, run):
+        ax.scatter(run["rank"], run["product"], s=4, color="tab:purple", linewidths=0)
+        ax.set(title=f"seed {run['seed'].iloc[0]}: Spearman {spearman(run):.2f}", ylabel="Ā · Â")
+
+    return _per_seed_panels(output, rows, draw)
+
+
+def spearman_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    """Spearman(rank, Ā·Â) per env and seed at round 5, their mean ± std, and the paper's."""
+    lines = []
+    for env, env_rows in _diagnosed(rows).groupby("env", sort=False):
+        values = [spearman(run) for _, run in env_rows.groupby("seed")]
+        per_seed = ", ".join(f"{v:.2f}" for v in values)
+        paper_value = PAPER_SPEARMAN.get(env)
+        lines.append({"env": paper.ENV_TITLES[env], "records per seed": str(len(env_rows) // len(values)),
+                      "Spearman per seed": per_seed, "ours (mean ± std)": f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}",
+                      "paper": f"{paper_value:.2f}" if paper_value is not None else "—"})
+    return pd.DataFrame(lines)
+
+
+# ---------------------------------------------------------------- single-round intervention (Fig. 5, 11)
+
+ARM_LABELS = {"influence": "drop all negative influence", "random": "drop as many at random"}
+
+
+def deltas(rows: pd.DataFrame) -> pd.DataFrame:
+    """Δreturn = test(arm) − test(all records), per env, seed, round and dropping arm."""
+    wide = rows.pivot_table(index=["env", "seed", "round"], columns="arm", values="test_return")
+    long = wide[list(ARM_LABELS)].sub(wide["all"], axis=0).reset_index()
+    return long.melt(id_vars=["env", "seed", "round"], var_name="arm", value_name="delta")
+
+
+def _delta_boxes(output: Output, rows: pd.DataFrame, arms: tuple[str, ...]) -> Figure:
+    data = deltas(rows)
+    data = data[data["arm"].isin(arms)].assign(arm=lambda d: d["arm"].map(ARM_LABELS))
+    envs = output.runs.envs
+    with figure_style():
+        fig = Figure(figsize=(7.5, 2.6 * len(envs) + 0.5), layout="constrained")
+        for ax, env in zip(fig.subplots(len(envs), 1, squeeze=False).ravel(), envs):
+            sns.boxplot(data=data[data["env"] == env], x="round", y="delta", hue="arm",
+                        hue_order=[ARM_LABELS[a] for a in arms], fliersize=1.5, linewidth=0.6, ax=ax,
+                        legend=env == envs[0] and len(arms) > 1)
+            ax.axhline(0, color="black", lw=0.6)
+            ax.set(title=paper.ENV_TITLES[env], ylabel="Δ test return")
+            ax.tick_params(axis="x", labelsize=5)
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
+def fig5_boxes(output: Output, rows: pd.DataFrame) -> Figure:
+    return _delta_boxes(output, rows, ("influence",))
+
+
+def fig11_boxes(output: Output, rows: pd.DataFrame) -> Figure:
+    return _delta_boxes(output, rows, ("influence", "random"))
+
+
+def intervention_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    """Per env and arm: the share of (round, seed) pairs with Δ > 0, the median and mean Δ."""
+    lines = []
+    for (env, arm), part in deltas(rows).groupby(["env", "arm"], sort=False):
+        per_round = part.groupby("round")["delta"].median()
+        lines.append({"env": paper.ENV_TITLES[env], "arm": ARM_LABELS[arm], "seeds": str(part["seed"].nunique()),
+                      "rounds": str(part["round"].nunique()),
+                      "share Δ > 0 (round × seed)": f"{(part['delta'] > 0).mean():.0%}",
+                      "share of rounds with median Δ > 0": f"{(per_round > 0).mean():.0%}",
+                      "median Δ": f"{part['delta'].median():.3g}", "mean Δ": f"{part['delta'].mean():.3g}"})
+    return pd.DataFrame(lines)
+
+
+_BOTTOM_NOTE = (f"The {BOTTOM} records of most negative influence (f_return) in the buffer of a standard-PPO "
+                f"run, per (state, action) as arrows on the 4×4 map (width: how many; colour: sign of their "
+                f"mean GAE advantage Â).")
+_RANK_NOTE = (f"Records of round {DIAGNOSED_ROUND}'s buffer of a standard-PPO run, ranked by decreasing "
+              f"influence (f_return); Ā = Q^π − V^π of θ_{DIAGNOSED_ROUND} by Monte-Carlo rollouts, Â = GAE. "
+              f"Top and bottom 20 % shaded.")
+_INTERVENE_NOTE = ("From each round's θ_k and optimizer state of a standard-PPO run, one update on the same "
+                   "buffer; Δ = test return after the update minus that after the update on all records "
+                   "(same evaluation episodes); one box per round over seeds.")
+_DIAGNOSE_ROUNDS = "analysis.diagnose.rounds=[2,5,10]"
+
+OUTPUTS: tuple[Output, ...] = (
+    Output("fig3a_bottom_records", "Fig. 3a", _BOTTOM_NOTE + f" Round {DIAGNOSED_ROUND}.",
+           AnalysisData("diagnose", ("frozenlake",), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), bottom_records_grid),
+    Output("fig8_bottom_records_rounds", "Fig. 8", _BOTTOM_NOTE + " Rounds 2, 5 and 10.",
+           AnalysisData("diagnose", ("frozenlake",), 3, FIG8_ROUNDS, _DIAGNOSE_ROUNDS), bottom_records_grid),
+    *(Output(f"fig3c_advantage_error_{env}", f"Fig. 3c ({paper.ENV_TITLES[env]})", "|Ā − Â| against rank. " + _RANK_NOTE,
+             AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), advantage_error)
+      for env in ("frozenlake", "minigrid")),
+    *(Output(f"fig3d_advantage_product_{env}", f"Fig. 3d ({paper.ENV_TITLES[env]})",
+             "Ā·Â against rank, Spearman correlation per seed. " + _RANK_NOTE,
+             AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), advantage_product)
+      for env in ("frozenlake", "minigrid")),
+    Output("diagnosis_spearman", "Fig. 3d (Spearman)",
+           f"Spearman correlation of rank by decreasing influence and Ā·Â at round {DIAGNOSED_ROUND}, per seed.",
+           AnalysisData("diagnose", ("frozenlake", "minigrid"), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS),
+           spearman_table),
+    Output("fig5_intervention", "Fig. 5", "Dropping all negative-influence records of one round. " + _INTERVENE_NOTE,
+           AnalysisData("intervene", ("frozenlake", "acrobot"), 3), fig5_boxes),
+    Output("fig11_intervention_random", "Fig. 11",
+           "Influence-guided against random dropping of as many records. " + _INTERVENE_NOTE,
+           AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3), fig11_boxes),
+    Output("intervention_summary", "Fig. 5/11 (summary)",
+           "Δreturn of one round's update without the dropped records, against the update on all records.",
+           AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3), intervention_table),
+)

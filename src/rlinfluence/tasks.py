@@ -1,0 +1,32 @@
+"""`task=<name>`: what a command does besides training. A task is a module that registers a function of
+the config here (`@register("name")`); `load_tasks` imports the modules that do, so `validate` and the
+CLI know every name without a branch per task."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+TRAIN = "train"  # the default task: cli.start_training, which also takes a run dir from tests
+TASK_MODULES = ("rlinfluence.figures", "rlinfluence.analyses.diagnose", "rlinfluence.analyses.intervene")
+TASKS: dict[str, Callable[[DictConfig], Any]] = {}
+
+
+def register(name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[[DictConfig], Any]]:
+    def add(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
+        TASKS[name] = task
+        return task
+
+    return add
+
+
+def load_tasks() -> dict[str, Callable[[DictConfig], Any]]:
+    for module in TASK_MODULES:
+        importlib.import_module(module)
+    return TASKS
+
+
+def task_names() -> tuple[str, ...]:
+    return (TRAIN, *sorted(load_tasks()))
