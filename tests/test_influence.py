@@ -167,3 +167,21 @@ def test_every_step_influence_matches_an_explicit_loop_over_the_update():
     assert stats["gradient_steps"] == 3 * N // 16
     assert stats["clip_fraction"] > 0  # later steps move the ratio: the live clip is part of the check
     assert torch.allclose(step_influence.scores, explicit, rtol=0, atol=1e-6 * float(explicit.abs().max()))
+
+
+def test_every_step_influence_only_measures_it_never_changes_the_run(tmp_path):
+    import csv
+
+    from conftest import TINY, compose_config
+    from rlinfluence.cli import run_task
+
+    def rows(name, *overrides):
+        run_task(compose_config(TINY + ["env=acrobot", "method=iif", *overrides]), tmp_path / name)
+        with open(tmp_path / name / "metrics.csv", newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    plain, measured = rows("round_start"), rows("every_step", "influence.checkpoints=every_step")
+    results = lambda table: [{k: v for k, v in r.items() if not k.startswith(("time_", "influence_"))} for r in table]
+    assert results(plain) == results(measured)
+    agreement = [float(r["influence_step_spearman"]) for r in measured[1:]]
+    assert all(-1 <= a <= 1 for a in agreement) and all(r["influence_step_spearman"] == "nan" for r in plain)

@@ -104,6 +104,11 @@ class InfluenceConfig:
     # none: ⟨∇ℓ_i, ∇L_f⟩, the first-order effect of an SGD step (the paper's). adam: ⟨P ∇ℓ_i, ∇L_f⟩ with
     # Adam's diagonal P = 1/(√v̂ + ε) at θ_k, the step Adam actually takes (needs optimizer=adam).
     preconditioner: str = "none"  # none | adam
+    # round_start: scores at θ_k, what IIF selects with (the paper's snapshot). every_step: also sum the
+    # paper's general definition over the update's minibatch steps and log how well the round-start
+    # scores rank the records against it (metrics.csv influence_step_spearman; costs one target
+    # gradient and one forward-mode pass per minibatch).
+    checkpoints: str = "round_start"  # round_start | every_step
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy import stats
 from torch import nn
 from torch.func import functional_call, jvp
 
@@ -192,3 +193,9 @@ def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
         record_step = _preconditioned({k: g for k, g in zip(params, grads) if g is not None}, preconditioner)
         scores[i] = sum((g * attribution.target_gradient[k]).sum() for k, g in record_step.items())
     return scores
+
+
+def rank_agreement(round_start: np.ndarray, every_step: StepInfluence, trained: np.ndarray) -> float:
+    """Spearman correlation of the round-start scores with the every-step sums over the records the
+    update trained on: how well the paper's snapshot ranks what the whole update did."""
+    return float(stats.spearmanr(round_start[trained], every_step.scores.cpu().numpy()[trained]).statistic)

@@ -30,7 +30,7 @@ from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint
                                     write_json)
 from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.evaluation import Evaluator
-from rlinfluence.influence import compute_influence
+from rlinfluence.influence import StepInfluence, compute_influence, rank_agreement
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
@@ -68,7 +68,7 @@ class Trainer:
 
     def initial_row(self) -> dict[str, Any]:
         row = dict.fromkeys(("train_return", "n_negative", "policy_loss", "value_loss", "entropy", "approx_kl",
-                             "clip_fraction"), NAN)
+                             "clip_fraction", "influence_step_spearman"), NAN)
         row |= {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "kept_fraction": NAN, "gradient_steps": 0,
                 "time_collect": 0.0, "time_influence": 0.0, "time_select": 0.0, "time_update": 0.0}
         start = time.perf_counter()
@@ -89,8 +89,16 @@ class Trainer:
         return compute_influence(self.model, buffer, self.target, self.cfg.ppo, self.cfg.influence,
                                  self.partition_rng, self.optimizer).cpu().numpy()
 
-    def update(self, buffer: RolloutBuffer, selection: Selection) -> dict[str, float]:
-        return ppo_update(self.model, self.optimizer, buffer, selection, self.cfg.ppo, self.shuffle_rng)
+    def step_influence(self, buffer: RolloutBuffer) -> StepInfluence | None:
+        """influence.checkpoints=every_step: the paper's multi-checkpoint influence, summed during the update."""
+        if self.cfg.influence.checkpoints != "every_step":
+            return None
+        return StepInfluence(self.model, buffer, self.target, self.cfg.ppo, self.cfg.optimizer.lr)
+
+    def update(self, buffer: RolloutBuffer, selection: Selection,
+               step_influence: StepInfluence | None = None) -> dict[str, float]:
+        return ppo_update(self.model, self.optimizer, buffer, selection, self.cfg.ppo, self.shuffle_rng,
+                          on_step=None if step_influence is None else step_influence.add_step)
 
     def evaluate(self, k: int) -> dict[str, float]:
         if not self.is_eval_round(k):
@@ -106,11 +114,12 @@ class Trainer:
 
         buffer = self.collect()
         time_collect = lap()
-        scores = self.influence(buffer) if self.method.needs_scores else None
+        step_influence = self.step_influence(buffer)
+        scores = self.influence(buffer) if self.method.needs_scores or step_influence else None
         time_influence = lap()
         selection = self.method.select(buffer, scores, self.selection_rng)
         time_select = lap()
-        stats = self.update(buffer, selection)
+        stats = self.update(buffer, selection, step_influence)  # its time includes every-step influence
         time_update = lap()
         evaluation = self.evaluate(k)
         time_eval = lap()
@@ -123,6 +132,8 @@ class Trainer:
             "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
             "time_collect": time_collect, "time_influence": time_influence, "time_select": time_select,
             "time_update": time_update, "time_eval": time_eval,
+            "influence_step_spearman": NAN if step_influence is None else
+            rank_agreement(scores, step_influence, selection.keep),
         }
         finished.clear()
         return row | evaluation | stats

@@ -23,11 +23,12 @@ COLUMNS = [
     "n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps",
     "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
     "time_collect", "time_influence", "time_select", "time_update", "time_eval",
+    "influence_step_spearman",  # influence.checkpoints=every_step only
 ]
 # W&B panel sections, CleanRL style ("charts/...", "losses/...").
 SECTIONS = {
     "charts": ("test_return", "test_return_sem", "train_return", "env_steps"),
-    "selection": ("n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps"),
+    "selection": ("n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps", "influence_step_spearman"),
     "losses": ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
     "time": ("time_collect", "time_influence", "time_select", "time_update", "time_eval"),
 }

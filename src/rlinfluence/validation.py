@@ -27,6 +27,7 @@ NETWORKS = ("mlp", "cnn", "nature_cnn")
 INFLUENCE_BACKENDS = ("jvp", "reference")
 INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
 INFLUENCE_PRECONDITIONERS = ("none", "adam")
+INFLUENCE_CHECKPOINTS = ("round_start", "every_step")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -63,6 +64,7 @@ def validate(cfg: DictConfig) -> None:
     _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
     _one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
     _one_of("influence.preconditioner", cfg.influence.preconditioner, INFLUENCE_PRECONDITIONERS)
+    _one_of("influence.checkpoints", cfg.influence.checkpoints, INFLUENCE_CHECKPOINTS)
     _require(cfg.influence.preconditioner != "adam" or cfg.optimizer.name == "adam",
              f"influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), got optimizer={cfg.optimizer.name}")
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
