@@ -16,7 +16,11 @@ import seaborn as sns
 from gymnasium.envs.toy_text.frozen_lake import MAPS
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from omegaconf import OmegaConf
 from scipy.stats import spearmanr
+
+from rlinfluence.config import EnvConfig
+from rlinfluence.envs import ENV_CONFIG_DIR, STATE_SETTERS, make_env
 
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import Output
@@ -77,7 +81,7 @@ SIGN_COLOURS = {"Â > 0": "tab:blue", "Â < 0": "tab:red"}
 
 def _frozenlake_grid(ax, title: str) -> None:
     desc = MAPS["4x4"]
-    colours = {"H": "#4a6fa5", "G": "#f2c14e", "S": "#d9d9d9", "F": "#f7f7f7"}
+    colours = {"H": "#6e6e6e", "G": "#f2c14e", "S": "#d9d9d9", "F": "#f7f7f7"}
     for row, line in enumerate(desc):
         for col, cell in enumerate(line):
             ax.add_patch(Rectangle((col, row), 1, 1, facecolor=colours[cell], edgecolor="grey"))
@@ -118,6 +122,38 @@ def bottom_records_grid(output: Output, rows: pd.DataFrame) -> Figure:
                 _bottom_arrows(ax, run.nlargest(BOTTOM, "rank"))
         _arrow_legend(fig)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
+MINIGRID_ACTIONS = ("left", "right", "forward", "pickup", "drop", "toggle", "done")
+VIEWS_PER_SEED = 8
+
+
+def _egocentric_view(env, state: int) -> np.ndarray:
+    """What the agent sees in the MiniGrid pose `state` (the view is a function of the pose in Empty-8x8)."""
+    env.reset(seed=0)
+    STATE_SETTERS["minigrid_pose"](env, state)
+    return env.unwrapped.get_pov_render(tile_size=8)
+
+
+def bottom_views(output: Output, rows: pd.DataFrame) -> Figure:
+    """Fig. 3b / 9: the egocentric views of the most negative-influence records, one row per seed."""
+    rows = rows[rows["round"] == DIAGNOSED_ROUND]
+    seeds = sorted(rows["seed"].unique())
+    env = make_env(OmegaConf.merge(EnvConfig, OmegaConf.load(ENV_CONFIG_DIR / "minigrid.yaml").env))
+    with figure_style():
+        fig = Figure(figsize=(1.3 * VIEWS_PER_SEED, 1.5 * len(seeds) + 0.8), layout="constrained")
+        axes = fig.subplots(len(seeds), VIEWS_PER_SEED, squeeze=False)
+        for ax_row, seed in zip(axes, seeds):
+            bottom = rows[rows["seed"] == seed].nlargest(VIEWS_PER_SEED, "rank")
+            for ax, record in zip(ax_row, bottom.itertuples()):
+                ax.imshow(_egocentric_view(env, int(record.state)))
+                ax.set(xticks=[], yticks=[], title=f"seed {seed}: {MINIGRID_ACTIONS[record.action]}\n"
+                                                   f"Â {record.advantage_gae:.2f}, Ā {record.advantage_true:.2f}")
+                ax.title.set_fontsize(6)
+                ax.grid(False)
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    env.close()
     return fig
 
 
@@ -208,7 +244,8 @@ def _delta_boxes(output: Output, rows: pd.DataFrame, arms: tuple[str, ...]) -> F
                         legend=env == envs[0] and len(arms) > 1)
             ax.axhline(0, color="black", lw=0.6)
             ax.set(title=paper.ENV_TITLES[env], ylabel="Δ test return")
-            ax.tick_params(axis="x", labelsize=5)
+            for label in ax.get_xticklabels():  # every 5th round: 50 labels do not fit
+                label.set_visible(int(label.get_text()) % 5 == 0)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
@@ -222,14 +259,14 @@ def fig11_boxes(output: Output, rows: pd.DataFrame) -> Figure:
 
 
 def intervention_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
-    """Per env and arm: the share of (round, seed) pairs with Δ > 0, the median and mean Δ."""
+    """Per env and arm, over (round, seed) pairs: the shares with Δ > 0 and Δ < 0 (a converged policy
+    often gives Δ = 0 exactly), the median and mean Δ."""
     lines = []
     for (env, arm), part in deltas(rows).groupby(["env", "arm"], sort=False):
-        per_round = part.groupby("round")["delta"].median()
         lines.append({"env": paper.ENV_TITLES[env], "arm": ARM_LABELS[arm], "seeds": str(part["seed"].nunique()),
                       "rounds": str(part["round"].nunique()),
-                      "share Δ > 0 (round × seed)": f"{(part['delta'] > 0).mean():.0%}",
-                      "share of rounds with median Δ > 0": f"{(per_round > 0).mean():.0%}",
+                      "share Δ > 0": f"{(part['delta'] > 0).mean():.0%}",
+                      "share Δ < 0": f"{(part['delta'] < 0).mean():.0%}",
                       "median Δ": f"{part['delta'].median():.3g}", "mean Δ": f"{part['delta'].mean():.3g}"})
     return pd.DataFrame(lines)
 
@@ -250,6 +287,11 @@ OUTPUTS: tuple[Output, ...] = (
            AnalysisData("diagnose", ("frozenlake",), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), bottom_records_grid),
     Output("fig8_bottom_records_rounds", "Fig. 8", _BOTTOM_NOTE + " Rounds 2, 5 and 10.",
            AnalysisData("diagnose", ("frozenlake",), 3, FIG8_ROUNDS, _DIAGNOSE_ROUNDS), bottom_records_grid),
+    Output("fig3b_bottom_views_minigrid", "Fig. 3b, 9",
+           f"The egocentric views of the {VIEWS_PER_SEED} records of most negative influence (f_return) in round "
+           f"{DIAGNOSED_ROUND}'s buffer of a standard-PPO run on MiniGrid, with the action taken, its GAE "
+           f"advantage Â and true advantage Ā.",
+           AnalysisData("diagnose", ("minigrid",), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), bottom_views),
     *(Output(f"fig3c_advantage_error_{env}", f"Fig. 3c ({paper.ENV_TITLES[env]})", "|Ā − Â| against rank. " + _RANK_NOTE,
              AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), advantage_error)
       for env in ("frozenlake", "minigrid")),
