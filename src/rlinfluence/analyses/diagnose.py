@@ -71,10 +71,12 @@ def _step(env: gym.Env, action: int, returns: np.ndarray, index: int, discount: 
 
 
 def action_values(model: ActorCritic, env_cfg: EnvConfig, states: np.ndarray, n_actions: int, rollouts: int,
-                  gamma: float, seed_seq: np.random.SeedSequence, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                  gamma: float, seed_seq: np.random.SeedSequence,
+                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Monte-Carlo Q^π(s, a) for every state in `states` and every action, and its standard error."""
     starts = [(int(s), a) for s in states for a in range(n_actions) for _ in range(rollouts)]
-    returns = rollout_returns(model, env_cfg, starts, gamma, seed_seq, progress).reshape(len(states), n_actions, rollouts)
+    returns = rollout_returns(model, env_cfg, starts, gamma, seed_seq, progress)
+    returns = returns.reshape(len(states), n_actions, rollouts)
     return returns.mean(-1), returns.std(-1, ddof=1) / np.sqrt(rollouts)
 
 

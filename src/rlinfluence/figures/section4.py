@@ -65,7 +65,8 @@ class AnalysisData:
 
     def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
         rows = self.table(tidy)
-        parts = [rows[(rows["env"] == env) & rows["seed"].isin(self._seeds(rows, env)[:self.seeds])] for env in self.envs]
+        parts = [rows[(rows["env"] == env) & rows["seed"].isin(self._seeds(rows, env)[:self.seeds])]
+                 for env in self.envs]
         return pd.concat(parts, ignore_index=True)
 
 
@@ -215,7 +216,8 @@ def spearman_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
         per_seed = ", ".join(f"{v:.2f}" for v in values)
         paper_value = PAPER_SPEARMAN.get(env)
         lines.append({"env": paper.ENV_TITLES[env], "records per seed": str(len(env_rows) // len(values)),
-                      "Spearman per seed": per_seed, "ours (mean ± std)": f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}",
+                      "Spearman per seed": per_seed,
+                      "ours (mean ± std)": f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}",
                       "paper": f"{paper_value:.2f}" if paper_value is not None else "—"})
     return pd.DataFrame(lines)
 
@@ -239,13 +241,15 @@ def _delta_boxes(output: Output, rows: pd.DataFrame, arms: tuple[str, ...]) -> F
     with figure_style():
         fig = Figure(figsize=(7.5, 2.6 * len(envs) + 0.5), layout="constrained")
         for ax, env in zip(fig.subplots(len(envs), 1, squeeze=False).ravel(), envs):
-            sns.boxplot(data=data[data["env"] == env], x="round", y="delta", hue="arm",
-                        hue_order=[ARM_LABELS[a] for a in arms], fliersize=1.5, linewidth=0.6, ax=ax,
-                        legend=env == envs[0] and len(arms) > 1)
+            rounds = sorted(data.loc[data["env"] == env, "round"].unique())
+            # Rounds as category labels in numeric order (seaborn would otherwise warn and sort them as text).
+            sns.boxplot(data=data[data["env"] == env].astype({"round": str}), x="round", y="delta", hue="arm",
+                        order=[str(k) for k in rounds], hue_order=[ARM_LABELS[a] for a in arms], fliersize=1.5,
+                        linewidth=0.6, ax=ax, legend=env == envs[0] and len(arms) > 1)
             ax.axhline(0, color="black", lw=0.6)
             ax.set(title=paper.ENV_TITLES[env], ylabel="Δ test return")
-            for label in ax.get_xticklabels():  # every 5th round: 50 labels do not fit
-                label.set_visible(int(label.get_text()) % 5 == 0)
+            for label in ax.get_xticklabels():  # beyond 15 rounds, every 5th: 50 labels do not fit
+                label.set_visible(len(rounds) <= 15 or int(label.get_text()) % 5 == 0)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
@@ -258,16 +262,22 @@ def fig11_boxes(output: Output, rows: pd.DataFrame) -> Figure:
     return _delta_boxes(output, rows, ("influence", "random"))
 
 
+def _delta_summary(delta: pd.Series) -> dict[str, str]:
+    return {"share Δ > 0": f"{(delta > 0).mean():.0%}", "share Δ < 0": f"{(delta < 0).mean():.0%}",
+            "share Δ > 0 of Δ ≠ 0": f"{(delta > 0).sum() / max((delta != 0).sum(), 1):.0%}",
+            "median Δ": f"{delta.median():.3g}", "mean Δ": f"{delta.mean():.3g}"}
+
+
 def intervention_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     """Per env and arm, over (round, seed) pairs: the shares with Δ > 0 and Δ < 0 (a converged policy
     often gives Δ = 0 exactly), the median and mean Δ."""
+    data = deltas(rows)
     lines = []
-    for (env, arm), part in deltas(rows).groupby(["env", "arm"], sort=False):
-        lines.append({"env": paper.ENV_TITLES[env], "arm": ARM_LABELS[arm], "seeds": str(part["seed"].nunique()),
-                      "rounds": str(part["round"].nunique()),
-                      "share Δ > 0": f"{(part['delta'] > 0).mean():.0%}",
-                      "share Δ < 0": f"{(part['delta'] < 0).mean():.0%}",
-                      "median Δ": f"{part['delta'].median():.3g}", "mean Δ": f"{part['delta'].mean():.3g}"})
+    for env in output.runs.envs:
+        for arm in ARM_LABELS:
+            part = data[(data["env"] == env) & (data["arm"] == arm)]
+            lines.append({"env": paper.ENV_TITLES[env], "arm": ARM_LABELS[arm], "seeds": str(part["seed"].nunique()),
+                          "rounds": str(part["round"].nunique())} | _delta_summary(part["delta"]))
     return pd.DataFrame(lines)
 
 
@@ -292,7 +302,8 @@ OUTPUTS: tuple[Output, ...] = (
            f"{DIAGNOSED_ROUND}'s buffer of a standard-PPO run on MiniGrid, with the action taken, its GAE "
            f"advantage Â and true advantage Ā.",
            AnalysisData("diagnose", ("minigrid",), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), bottom_views),
-    *(Output(f"fig3c_advantage_error_{env}", f"Fig. 3c ({paper.ENV_TITLES[env]})", "|Ā − Â| against rank. " + _RANK_NOTE,
+    *(Output(f"fig3c_advantage_error_{env}", f"Fig. 3c ({paper.ENV_TITLES[env]})",
+             "|Ā − Â| against rank. " + _RANK_NOTE,
              AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), advantage_error)
       for env in ("frozenlake", "minigrid")),
     *(Output(f"fig3d_advantage_product_{env}", f"Fig. 3d ({paper.ENV_TITLES[env]})",
