@@ -17,7 +17,8 @@ SAME_NOISE="collection.repeat_action_noise=true"
 # 10 seeds x {IIF, PPO, random} under both protocols.
 run experiment_name=main env=frozenlake method=iif,ppo,random protocol=paper seed=range\(0,10\)
 run experiment_name=main env=frozenlake method=iif,ppo,random protocol=clean seed=range\(5,10\)
-run experiment_name=main env=acrobot method=iif,ppo,random protocol=paper seed=range\(0,10\) eval.episodes=100
+run experiment_name=main env=acrobot method=iif,ppo,random protocol=paper seed=range\(0,5\) eval.episodes=100
+run experiment_name=main env=acrobot method=iif,ppo,random protocol=paper seed=range\(5,10\) eval.episodes=100
 run experiment_name=main env=acrobot method=iif,ppo,random protocol=clean seed=range\(5,10\) eval.episodes=100
 # Each part of the authors' collection alone, IIF first (against clean PPO), then PPO with the same
 # part. FrozenLake's start state is fixed: repeat_starts alone changes nothing there.

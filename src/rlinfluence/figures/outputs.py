@@ -260,7 +260,7 @@ def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
         if len(protocols) > 1:
             handles += [Line2D([], [], color="black", dashes=dashes[protocol] or (None, None)) for protocol in protocols]
             labels += [f"protocol {protocol}" for protocol in protocols]
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), frameon=False)
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 3 * ncols), frameon=False)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
