@@ -154,7 +154,7 @@ def test_protocol_table_pairs_each_protocol_and_the_authors_pairing(made):
     # Every seed's IIF curve is the same shape (see CURVES): 33.3 % everywhere, no spread to resample.
     assert iif[["Seeds", "SE_ave mean ± std", "SE_ave median", "SE_ave IQM [95 % CI]", "SE_ave without worst seed",
                 "SE_ave of seed-mean curves", "SE_peak mean ± std", "Paper SE_ave"]].tolist() == [
-        "10", "33.3 ± 0.0", "33.3", "33.3 [nan, nan]", "33.3", "33.3", "50.0 ± 0.0", "36.7 ± 6.5"]
+        "5", "33.3 ± 0.0", "33.3", "33.3 [nan, nan]", "33.3", "33.3", "50.0 ± 0.0", "36.7 ± 6.5"]
     random = rows.set_index(["Env", "Protocol", "Arm"]).loc[("Acrobot", "clean vs PPO clean", "Random")]
     # OTHER_CURVE reaches levels 1 and 2 at rounds 2 and 4 (−100 % each) and never 3 or 4 (0 %).
     assert random[["SE_ave mean ± std", "Paper SE_ave"]].tolist() == ["-50.0 ± 0.0", "—"]
@@ -163,6 +163,16 @@ def test_protocol_table_pairs_each_protocol_and_the_authors_pairing(made):
         "clean vs PPO clean", "abandon vs PPO abandon", "samestarts vs PPO samestarts",
         "samenoise vs PPO samenoise", "paper vs PPO paper", "abandon vs PPO clean", "samestarts vs PPO clean",
         "samenoise vs PPO clean", "paper vs PPO clean"]
+
+
+def test_a_growing_study_uses_every_common_seed_and_the_paper_figures_their_count(made):
+    tidy = load_tidy(made[1])
+    extra = tidy[(tidy["env"] == "acrobot") & (tidy["seed"] == 4)].assign(seed=11)  # one more seed of every run
+    grown = pd.concat([tidy, extra], ignore_index=True)
+    protocol = next(o for o in OUTPUTS if o.name == "protocol_comparison").runs
+    fig6b = next(o for o in OUTPUTS if o.name == "fig6b_efficiency").runs
+    assert sorted(protocol.select(grown).query("env == 'acrobot'")["seed"].unique()) == [0, 1, 2, 3, 4, 11]
+    assert sorted(fig6b.select(grown).query("env == 'acrobot'")["seed"].unique()) == [0, 1, 2, 3, 4]
 
 
 def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():

@@ -66,6 +66,9 @@ class Runs:
     seeds: int
     protocols: tuple[str, ...] = (CLEAN,)  # rundir.protocol_tag values; every arm is needed under each
     overlay: str | None = None  # the +experiment overlay that makes the runs, when it is not `experiment`
+    # False: exactly the first `seeds` common seeds (the paper's count, the same in every env). True:
+    # `seeds` is the minimum and every common seed is used (studies that grow across sittings).
+    all_seeds: bool = False
 
     @property
     def command(self) -> str:
@@ -96,12 +99,12 @@ class Runs:
         return replace(self, envs=envs)
 
     def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        """The rows of the needed runs on the first `seeds` seeds all arms share, with an `arm` label
-        column: every environment of an output is averaged over the same number of seeds."""
+        """The rows of the needed runs on the seeds all arms share (the first `seeds` of them unless
+        `all_seeds`), with an `arm` label column."""
         parts = []
         for env in self.envs:
             rows, _, common = self._env_runs(tidy, env)
-            parts.append(rows[rows["seed"].isin(sorted(common)[:self.seeds])])
+            parts.append(rows[rows["seed"].isin(sorted(common)[:None if self.all_seeds else self.seeds])])
         return pd.concat(parts, ignore_index=True)
 
 
@@ -466,8 +469,8 @@ OUTPUTS: tuple[Output, ...] = (
            "last partial minibatch dropped, every round restarted from the same seeded episode starts and "
            "action noise), each arm against standard PPO of the same seed. 'paper vs PPO clean' pairs the "
            "authors' IIF with a continuous standard run, as their numbers did. " + _ROBUST_NOTE,
-           Runs("main", PROTOCOL_ENVS, (STANDARD, IIF, RANDOM), seeds=10, protocols=(CLEAN, PAPER),
-                overlay="protocol"), protocol_table),
+           Runs("main", PROTOCOL_ENVS, (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
+                overlay="protocol", all_seeds=True), protocol_table),
     Output("protocol_comparison_lunarlander", "Protocols (LunarLander)",
            "As the protocol table, LunarLander with 5 seeds. " + _ROBUST_NOTE,
            Runs("main", ("lunarlander",), (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
@@ -475,21 +478,22 @@ OUTPUTS: tuple[Output, ...] = (
     Output("protocol_curves", "Protocol curves",
            "IIF, standard PPO and random filtering under our protocol (solid) and the authors' (dashed). "
            + _CURVES_NOTE,
-           Runs("main", PROTOCOL_ENVS, (STANDARD, IIF, RANDOM), seeds=10, protocols=(CLEAN, PAPER),
-                overlay="protocol"), learning_curves),
+           Runs("main", PROTOCOL_ENVS, (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
+                overlay="protocol", all_seeds=True), learning_curves),
     *(Output(f"protocol_parts_{env}", f"Collection parts ({paper.ENV_TITLES[env]})",
              "Each part of the authors' collection alone: abandon = the unfinished episode is dropped at "
              "each round start, samestarts = every round replays the same seeded episode starts, samenoise "
              "= every round reuses the same action noise. " + _ROBUST_NOTE,
-             Runs("main", (env,), (STANDARD, IIF), seeds=10, protocols=(CLEAN, *parts, PAPER),
-                  overlay="protocol_parts"), protocol_table)
+             Runs("main", (env,), (STANDARD, IIF), seeds=5, protocols=(CLEAN, *parts, PAPER),
+                  overlay="protocol_parts", all_seeds=True), protocol_table)
       for env, parts in COLLECTION_PARTS.items()),
     Output("collapse_frozenlake", "Collapse rate (FrozenLake)",
            "Seeds of IIF (p = 50 %) whose final test return stays below 0.5, with the rate's Wilson 95 % interval.",
-           Runs("main", ("frozenlake",), (IIF,), seeds=30, protocols=(CLEAN, PAPER), overlay="collapse"),
+           Runs("main", ("frozenlake",), (IIF,), seeds=10, protocols=(CLEAN, PAPER), overlay="collapse",
+                all_seeds=True),
            collapse_table),
     Output("collapse_acrobot", "Stuck seeds (Acrobot)",
            "Seeds whose test return has not reached −150 by round 20, with the rate's Wilson 95 % interval.",
-           Runs("main", ("acrobot",), (STANDARD, IIF, RANDOM), seeds=10, protocols=(CLEAN, PAPER),
-                overlay="protocol"), collapse_table),
+           Runs("main", ("acrobot",), (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
+                overlay="protocol", all_seeds=True), collapse_table),
 )
