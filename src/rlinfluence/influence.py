@@ -195,7 +195,7 @@ def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
     return scores
 
 
-def rank_agreement(round_start: np.ndarray, every_step: StepInfluence, trained: np.ndarray) -> float:
+def rank_agreement(round_start: np.ndarray, every_step: np.ndarray, trained: np.ndarray) -> float:
     """Spearman correlation of the round-start scores with the every-step sums over the records the
     update trained on: how well the paper's snapshot ranks what the whole update did."""
-    return float(stats.spearmanr(round_start[trained], every_step.scores.cpu().numpy()[trained]).statistic)
+    return float(stats.spearmanr(round_start[trained], every_step[trained]).statistic)

@@ -133,7 +133,7 @@ class Trainer:
             "time_collect": time_collect, "time_influence": time_influence, "time_select": time_select,
             "time_update": time_update, "time_eval": time_eval,
             "influence_step_spearman": NAN if step_influence is None else
-            rank_agreement(scores, step_influence, selection.keep),
+            rank_agreement(scores, step_influence.scores.cpu().numpy(), selection.keep),
         }
         finished.clear()
         return row | evaluation | stats
