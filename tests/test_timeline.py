@@ -120,3 +120,13 @@ def test_timeline_refuses_a_target_that_does_not_fit_the_env(tmp_path, tiny_conf
     with pytest.raises(ConfigError, match="analysis.timeline.neighbours=0 must be >= 1"):
         run_task(tiny_config(*TIMELINE, "analysis.timeline.neighbours=0", f"runs_root={tmp_path}"))
     assert not any(tmp_path.iterdir())  # refused before training anything
+
+
+def test_timeline_without_a_default_state_follows_the_start_state(tmp_path, tiny_config):
+    # FrozenLake has no TARGET_STATES entry: s* is its start cell. Its one-hot states give many records the
+    # same embedding (edges of length 0), which the roughness must take in its stride.
+    cfg = tiny_config("env=frozenlake", "task=timeline", "env.rounds=3", "analysis.timeline.top=3",
+                      f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}")
+    rows = run_task(cfg)
+    assert json.loads(rows["target_state"].iloc[0]) == [1.0] + [0.0] * 15
+    assert rows["roughness"].dropna().between(0, 1).all() and len(rows) == 3 * 3

@@ -5,10 +5,10 @@ snapshot: the buffer θ_k collected is scored with f_action at θ_k (influence.p
 are its `analysis.timeline.top` records of highest influence (observation, action, Â, distance to s* in
 the embedding below), each carrying the round's π_θk(a*|s*) and graph roughness R.
 
-Target: s* = `analysis.timeline.state`, or by default the env's start state (its first observation
-after a reset with the run's seed): the behaviour is what the agent does from where every episode
-begins. a* = `analysis.timeline.action`, or by default the final policy's most probable action in s*:
-the behaviour the run ends up with, followed back to where it formed.
+Target: s* = `analysis.timeline.state`; when null, the env's entry in TARGET_STATES, else the env's
+start state (its first observation after a reset with the run's seed). a* = `analysis.timeline.action`,
+or by default the final policy's most probable action in s*: the behaviour the run ends up with,
+followed back to where it formed.
 
 Roughness (paper App. B.2), over the records with I > 0:
     R = Σ_{i<j} w_ij (Ĩ_i − Ĩ_j)² / Σ_{i<j} w_ij,   Ĩ = I / max I,   w_ij = exp(−‖e_i − e_j‖² / σ²)
@@ -50,6 +50,13 @@ from rlinfluence.tasks import register
 from rlinfluence.validation import check_action_target
 
 MIN_PHASE_ROUNDS = 3  # a phase is a stretch of training, not one noisy round
+# Default s* per env, as the flat observation.
+TARGET_STATES = {
+    # Both links hanging straight down, the first swinging through the bottom at θ̇1 = +2 rad/s: the moment
+    # an energy-pumping swing-up chooses its torque. (The start state, near rest, is a poor target: the
+    # trained policy stays split there between the two directions to start swinging in.)
+    "acrobot": [1.0, 0.0, 1.0, 0.0, 2.0, 0.0],
+}
 
 
 # ---------------------------------------------------------------- graph roughness
@@ -196,7 +203,8 @@ def timeline(cfg: DictConfig) -> pd.DataFrame:
         env.close()
     if not isinstance(spaces[1], gym.spaces.Discrete):
         raise ConfigError(f"task=timeline follows one discrete action a*; env={cfg.env.name} has continuous actions")
-    state = [float(v) for v in settings.state] if settings.state is not None else np.ravel(start).tolist()
+    state = settings.state if settings.state is not None else TARGET_STATES.get(cfg.env.name, np.ravel(start))
+    state = [float(v) for v in state]
     check_action_target(cfg.env, state, [0 if settings.action is None else settings.action], "analysis.timeline")
     state = np.reshape(state, spaces[0].shape)
 
