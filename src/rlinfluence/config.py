@@ -163,14 +163,28 @@ class InterveneConfig:
 
 
 @dataclass
+class TimelineConfig:
+    """task=timeline (paper §4.2, Fig. 4, 10): how the records behind f_action = log π(a*|s*) change
+    over the rounds of the standard run."""
+
+    rounds: list[int] = field(default_factory=list)  # empty: every round
+    state: Optional[list[float]] = None  # s*, flat; null: the env's default (analyses/timeline.py)
+    action: Optional[int] = None  # a*; null: the final policy's most probable action in s*
+    neighbours: int = 20  # u of the u-nearest-neighbour graph of the roughness (paper: 20-100)
+    top: int = 20  # records of highest influence written per round
+    phases: int = 3  # segments the (π(a*|s*), roughness) timeline is cut into
+
+
+@dataclass
 class AnalysisConfig:
     diagnose: DiagnoseConfig = field(default_factory=DiagnoseConfig)
     intervene: InterveneConfig = field(default_factory=InterveneConfig)
+    timeline: TimelineConfig = field(default_factory=TimelineConfig)
 
 
 @dataclass
 class Config:
-    task: str = "train"  # train | figures | diagnose | intervene (tasks.py)
+    task: str = "train"  # train | figures | diagnose | intervene | timeline (tasks.py)
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"

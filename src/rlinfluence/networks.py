@@ -140,8 +140,12 @@ class ActorCritic(nn.Module):
         prefixes = ("features.", "pi_body.", "action_head.")
         return [name for name, _ in self.named_parameters() if name.startswith(prefixes)]
 
+    def policy_latent(self, obs: torch.Tensor) -> torch.Tensor:
+        """The policy's penultimate layer: the state representation its action head reads."""
+        return self.pi_body(self.features(obs))
+
     def policy_output(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.action_head(self.pi_body(self.features(obs)))
+        return self.action_head(self.policy_latent(obs))
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.features(obs)

@@ -58,7 +58,9 @@ def validate(cfg: DictConfig) -> None:
     _one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
     _one_of("target.name", cfg.target.name, TARGETS)
     if cfg.target.name == "action":
-        _check_action_target(cfg)
+        _require(cfg.target.state is not None and cfg.target.action is not None,
+                 "target=action needs target.state and target.action (the s* and a* of f_action)")
+        check_action_target(cfg.env, list(cfg.target.state), list(cfg.target.action), "target")
     _one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     _one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
     _one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
@@ -71,23 +73,21 @@ def validate(cfg: DictConfig) -> None:
              f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
 
 
-def _check_action_target(cfg: DictConfig) -> None:
-    """f_action's s* and a* must fit the env's spaces: the env is built (not stepped) to read them."""
-    state, action = cfg.target.state, cfg.target.action
-    _require(state is not None and action is not None,
-             "target=action needs target.state and target.action (the s* and a* of f_action)")
-    env = make_env(cfg.env)
+def check_action_target(env_cfg: DictConfig, state: list[float], action: list[float], key: str) -> None:
+    """f_action's s* and a* (config keys `<key>.state`, `<key>.action`) must fit the env's spaces: the
+    env is built (not stepped) to read them."""
+    env = make_env(env_cfg)
     try:
         observations, actions = env.observation_space, env.action_space
     finally:
         env.close()
     size = int(np.prod(observations.shape))
-    _require(len(state) == size, f"target.state has {len(state)} entries, env={cfg.env.name} observes "
+    _require(len(state) == size, f"{key}.state has {len(state)} entries, env={env_cfg.name} observes "
                                  f"{size} (shape {tuple(observations.shape)}, listed flat)")
     if isinstance(actions, gym.spaces.Discrete):
         _require(len(action) == 1 and float(action[0]).is_integer() and 0 <= action[0] < actions.n,
-                 f"target.action={list(action)} must be one action index in 0..{actions.n - 1} for env={cfg.env.name}")
+                 f"{key}.action={list(action)} must be one action index in 0..{actions.n - 1} for env={env_cfg.name}")
     else:
         dimensions = int(np.prod(actions.shape))
         _require(len(action) == dimensions,
-                 f"target.action has {len(action)} entries, env={cfg.env.name}'s actions have {dimensions}")
+                 f"{key}.action has {len(action)} entries, env={env_cfg.name}'s actions have {dimensions}")
