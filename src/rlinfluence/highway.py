@@ -60,9 +60,9 @@ def xy(position) -> list[float]:
 
 
 @functools.cache
-def is_landmark(cls: type) -> bool:
-    """isinstance(x, Landmark) as is_landmark(type(x)), without an ABC check on every call."""
-    return issubclass(cls, Landmark)
+def is_subclass(cls: type, base: type) -> bool:
+    """isinstance(x, base) as is_subclass(type(x), base), without an ABC check on every call."""
+    return issubclass(cls, base)
 
 
 # ---------------------------------------------------------------- road
@@ -187,7 +187,7 @@ class FastRoad(Road):
         s = float(vehicle.position[0] - start_x)
         s_front = s_rear = v_front = v_rear = None
         for other in self.vehicles + self.objects:
-            if other is vehicle or is_landmark(type(other)):
+            if other is vehicle or is_subclass(type(other), Landmark):
                 continue
             x, y = other.position.tolist()
             s_other = x - start_x
@@ -295,6 +295,16 @@ class FastKinematics:
 class FastMDPVehicle(FastKinematics, MDPVehicle):
     """The ego vehicle of DiscreteMetaAction."""
 
+    def act(self, action=None) -> None:
+        if action is not None:  # a decision: the library's
+            super().act(action)
+            return
+        # Every physics step: track the current targets, as ControlledVehicle.act(None) does
+        # (its np.clip of the steering is a no-op: steering_control bounds the angle).
+        self.follow_road()
+        Vehicle.act(self, {"steering": self.steering_control(self.target_lane_index),
+                           "acceleration": self.speed_control(self.target_speed)})
+
 
 class FastIDMVehicle(FastKinematics, IDMVehicle):
     """highway-v0's other vehicles (IDM longitudinal, MOBIL lateral)."""
@@ -318,7 +328,7 @@ class FastIDMVehicle(FastKinematics, IDMVehicle):
         Vehicle.act(self, {"steering": steering, "acceleration": clip(acceleration, -self.ACC_MAX, self.ACC_MAX)})
 
     def acceleration(self, ego_vehicle, front_vehicle=None, rear_vehicle=None) -> float:
-        if not ego_vehicle or not isinstance(ego_vehicle, Vehicle):
+        if not ego_vehicle or not is_subclass(type(ego_vehicle), Vehicle):
             return 0
         target_speed = getattr(ego_vehicle, "target_speed", 0)
         if ego_vehicle.lane and ego_vehicle.lane.speed_limit is not None:
@@ -331,6 +341,15 @@ class FastIDMVehicle(FastKinematics, IDMVehicle):
                 self.desired_gap(ego_vehicle, front_vehicle) / utils.not_zero(gap), 2)
         return acceleration
 
+    def desired_gap(self, ego_vehicle, front_vehicle=None, projected: bool = True) -> float:
+        if projected:
+            speed_difference = (ego_vehicle.velocity - front_vehicle.velocity).dot(ego_vehicle.direction)
+        else:
+            speed_difference = ego_vehicle.speed - front_vehicle.speed
+        braking = math.sqrt(-self.COMFORT_ACC_MAX * self.COMFORT_ACC_MIN)  # sqrt rounds as np.sqrt (IEEE)
+        return (self.DISTANCE_WANTED + ego_vehicle.speed * self.TIME_WANTED
+                + ego_vehicle.speed * speed_difference / (2 * braking))
+
 
 class FastDiscreteMetaAction(DiscreteMetaAction):
     @property
@@ -342,6 +361,15 @@ class FastDiscreteMetaAction(DiscreteMetaAction):
 
 
 class NumpyKinematics(KinematicObservation):
+    """KinematicObservation without pandas: the same rows, normalised by the library's normalize_obs."""
+
+    TABLE_FEATURES = ["presence", "x", "y", "vx", "vy"]  # read straight off a Vehicle
+
+    def __init__(self, env, **kwargs) -> None:
+        super().__init__(env, **kwargs)
+        self.dtype = self.space().dtype  # space() builds a new Box on every call
+        self.features_in_table = set(self.features) <= set(self.TABLE_FEATURES)
+
     def observe(self) -> np.ndarray:
         if not self.env.road:
             return super().observe()
@@ -349,17 +377,25 @@ class NumpyKinematics(KinematicObservation):
         others = self.env.road.close_objects_to(
             ego, self.env.PERCEPTION_DISTANCE, count=self.vehicles_count - 1, see_behind=self.see_behind,
             sort=self.order == "sorted", vehicles_only=not self.include_obstacles)
+        observed = [ego] + others[-self.vehicles_count + 1:]
         origin = ego if not self.absolute else None
-        rows = [ego.to_dict()] + [v.to_dict(origin, observe_intentions=self.observe_intentions)
-                                  for v in others[-self.vehicles_count + 1:]]
-        columns = {f: np.array([row[f] for row in rows], np.float64) for f in self.features}
+        if self.features_in_table and all(is_subclass(type(v), Vehicle) for v in observed):
+            # Vehicle.to_dict's values of these features, relative ones as its x - origin x, ...
+            table = np.array([[1.0, *v.position.tolist(), *v.velocity.tolist()] for v in observed])
+            if origin:
+                table[1:, 1:] -= table[0, 1:]
+            columns = {f: table[:, self.TABLE_FEATURES.index(f)] for f in self.features}
+        else:
+            rows = [ego.to_dict()] + [v.to_dict(origin, observe_intentions=self.observe_intentions)
+                                      for v in observed[1:]]
+            columns = {f: np.array([row[f] for row in rows], np.float64) for f in self.features}
         if self.normalize:  # the present rows only; missing rows are zero-padded after, as upstream
             columns = self.normalize_obs(columns)
         obs = np.zeros((self.vehicles_count, len(self.features)))
-        obs[:len(rows)] = np.stack([columns[f] for f in self.features], axis=1)
+        obs[:len(observed)] = np.stack([columns[f] for f in self.features], axis=1)
         if self.order == "shuffled":
             self.env.np_random.shuffle(obs[1:])
-        return obs.astype(self.space().dtype)
+        return obs.astype(self.dtype)
 
 
 class FastHighwayEnv(HighwayEnv):
