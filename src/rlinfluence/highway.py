@@ -51,7 +51,7 @@ DISTANCE_TOLERANCE = 1e-6  # [m]
 
 def clip(value: float, low: float, high: float) -> float:
     """np.clip for one number, without its ~5 us of array machinery (same value for non-NaN input)."""
-    return min(max(value, low), high)
+    return low if value < low else high if value > high else value
 
 
 def xy(position) -> list[float]:
@@ -107,7 +107,9 @@ class AxisAlignedLane(StraightLane):
 
     def distance_at(self, longitudinal: float, lateral: float, heading_term: float) -> float:
         """distance_with_heading from local coordinates and the weighted heading difference."""
-        return abs(lateral) + max(longitudinal - self.length, 0) + max(0 - longitudinal, 0) + heading_term
+        beyond_end, before_start = longitudinal - self.length, 0 - longitudinal  # max(., 0) of each, as below
+        return (abs(lateral) + (beyond_end if beyond_end > 0 else 0) + (before_start if before_start > 0 else 0)
+                + heading_term)
 
 
 class FastRoadNetwork(RoadNetwork):
