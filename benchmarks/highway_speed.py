@@ -1,6 +1,6 @@
 """Highway simulator speed: highway-env's highway-v0 against the preset's fast subclass, in one process.
 
-    python benchmarks/highway_speed.py [--steps 1000] [--frequencies 5 15] [--rounds]
+    python benchmarks/highway_speed.py [--steps 1000] [--frequencies 5 15] [--rounds highway-env ours]
 
 Stepping: uniform random actions on the Highway preset's settings (conf/env/highway.yaml; its
 physics frequency replaced by each of --frequencies), stock and ours alternating in blocks of 100
@@ -8,7 +8,7 @@ steps with the same seeds and actions. The trajectories are identical (tests/tes
 so both simulate exactly the same scenes. Prints steps/s by wall clock and by this process's CPU
 time (the fairer figure on a shared core) and their ratio.
 --rounds: also one IIF round of the preset (2,048 records: collect, influence, select, update)
-and its evaluation at eval.episodes, on each simulator at each frequency (one torch thread).
+and its evaluation at eval.episodes, on the simulators named, at each frequency (one torch thread).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import rlinfluence.highway  # noqa: F401  (registers highway-v0-fast)
 from rlinfluence.round import Trainer
 
 STOCK_ID = "highway_env:highway-v0"
+SIMULATORS = ["highway-env", "ours"]
 BLOCK = 100
 
 
@@ -49,7 +50,7 @@ def play(env: gym.Env, seed: int, steps: int) -> tuple[float, float]:
 
 def stepping(frequency: int, steps: int) -> None:
     cfg = preset(frequency).env
-    envs = {"highway-env": gym.make(STOCK_ID, **cfg.make_kwargs), "ours": gym.make(cfg.id, **cfg.make_kwargs)}
+    envs = dict(zip(SIMULATORS, (gym.make(STOCK_ID, **cfg.make_kwargs), gym.make(cfg.id, **cfg.make_kwargs))))
     seconds = {name: np.zeros(2) for name in envs}
     for block in range(steps // BLOCK):  # alternate, so that a change in machine load hits both alike
         for name, env in envs.items():
@@ -61,31 +62,35 @@ def stepping(frequency: int, steps: int) -> None:
     print(f"  speed-up    {stock_wall / our_wall:7.2f}x wall            {stock_cpu / our_cpu:7.2f}x CPU")
 
 
-def round_and_evaluation(frequency: int) -> None:
+def round_and_evaluation(frequency: int, simulators: list[str]) -> None:
     print(f"\n[{frequency} Hz physics] one IIF round of the preset and its evaluation")
-    for name, env_id in (("highway-env", STOCK_ID), ("ours", None)):
-        overrides = ["method=iif", "logger=disabled", "progress=false"] + ([f"env.id={env_id}"] if env_id else [])
+    for name in simulators:
+        overrides = ["method=iif", "logger=disabled", "progress=false"]
+        if name == "highway-env":
+            overrides.append(f"env.id={STOCK_ID}")
         trainer = Trainer(preset(frequency, *overrides))
+        cpu = time.process_time()
         row = trainer.run_round(1)
+        cpu = time.process_time() - cpu
         trainer.close()
         training = sum(row[f"time_{part}"] for part in ("collect", "influence", "select", "update"))
         print(f"  {name:12s} round {training:6.1f} s (collect {row['time_collect']:5.1f} s)   "
               f"evaluation {row['time_eval']:6.1f} s for {row['eval_episodes']} episodes   "
-              f"total {training + row['time_eval']:6.1f} s")
+              f"total {training + row['time_eval']:6.1f} s wall, {cpu:6.1f} CPU-seconds")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help=f"per simulator and frequency, in blocks of {BLOCK}")
     parser.add_argument("--frequencies", type=int, nargs="+", default=[5, 15])
-    parser.add_argument("--rounds", action="store_true", help="also time a training round and its evaluation")
+    parser.add_argument("--rounds", nargs="+", choices=SIMULATORS, default=[],
+                        help="also time a training round and its evaluation on these simulators")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for frequency in args.frequencies:
         stepping(frequency, args.steps)
-    if args.rounds:
-        for frequency in args.frequencies:
-            round_and_evaluation(frequency)
+    for frequency in args.frequencies if args.rounds else []:
+        round_and_evaluation(frequency, args.rounds)
 
 
 if __name__ == "__main__":
