@@ -74,9 +74,13 @@ class AxisAlignedLane(StraightLane):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if self.direction.tolist() != [1.0, 0.0]:
+        if not self.runs_along_x(self):
             raise ValueError(f"AxisAlignedLane runs along +x, not {self.direction}")
         self.start_x, self.start_y = self.start.tolist()
+
+    @staticmethod
+    def runs_along_x(lane) -> bool:
+        return isinstance(lane, StraightLane) and lane.direction.tolist() == [1.0, 0.0]
 
     @classmethod
     def from_lane(cls, lane: StraightLane) -> AxisAlignedLane:
@@ -107,7 +111,7 @@ class AxisAlignedLane(StraightLane):
 
     def distance_at(self, longitudinal: float, lateral: float, heading_term: float) -> float:
         """distance_with_heading from local coordinates and the weighted heading difference."""
-        beyond_end, before_start = longitudinal - self.length, 0 - longitudinal  # max(., 0) of each, as below
+        beyond_end, before_start = longitudinal - self.length, 0 - longitudinal  # the library takes max(., 0)
         return (abs(lateral) + (beyond_end if beyond_end > 0 else 0) + (before_start if before_start > 0 else 0)
                 + heading_term)
 
@@ -121,7 +125,8 @@ class FastRoadNetwork(RoadNetwork):
         for origin, destinations in network.graph.items():
             for destination, lanes in destinations.items():
                 for lane in lanes:
-                    along_x = type(lane) is StraightLane and lane.direction.tolist() == [1.0, 0.0]
+                    # exactly StraightLane: a subclass (SineLane) has other coordinates
+                    along_x = type(lane) is StraightLane and AxisAlignedLane.runs_along_x(lane)
                     fast.add_lane(origin, destination, AxisAlignedLane.from_lane(lane) if along_x else lane)
         return fast
 
@@ -242,7 +247,8 @@ class FastRoad(Road):
 
 
 class FastKinematics:
-    """Vehicle.step, its heading direction and ControlledVehicle.steering_control, on floats.
+    """Vehicle.step and ControlledVehicle.steering_control without np.clip and numpy scalars where
+    floats round alike, and the direction and velocity arrays cached until heading or speed change.
     A mixin in front of a highway-env vehicle class."""
 
     # the heading `_direction` and the (speed, heading) `_velocity` were computed for
