@@ -1,0 +1,81 @@
+"""The Highway preset's faster simulator (src/rlinfluence/highway.py) against highway-env's own
+highway-v0, side by side in one process: the same seeds and random actions must give bit-identical
+observations, rewards, terminations, truncations, reward terms and the full state of every vehicle
+on the road, through crashes, lane changes and time limits. Its speed: benchmarks/highway_speed.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from conftest import compose_config
+from rlinfluence.envs import make_env
+from rlinfluence.highway import FastIDMVehicle, FastMDPVehicle, FastRoad, NumpyKinematics
+
+
+def road_state(env: gym.Env) -> list[tuple]:
+    """Everything that evolves for each vehicle, in the road's order (the ego has no IDM timer)."""
+    return [(v.position.tolist(), v.heading, v.speed, v.lane_index, v.target_lane_index, v.target_speed,
+             v.crashed, v.action, getattr(v, "timer", None)) for v in env.unwrapped.road.vehicles]
+
+
+def play_side_by_side(frequency: int, steps: int, first_episode: int) -> Counter:
+    """Step stock and ours with the same seeds (first_episode, first_episode + 1, ...) and uniform random
+    actions; assert identity at every step; return what the trajectories went through."""
+    cfg = compose_config(["env=highway", f"env.make_kwargs.config.simulation_frequency={frequency}"]).env
+    stock = gym.make("highway_env:highway-v0", **dict(cfg.make_kwargs))
+    ours = make_env(cfg)
+    rng = np.random.default_rng([frequency, first_episode])
+    seen = Counter()
+    episode, done = first_episode, True
+    for _ in range(steps):
+        if done:
+            expected, _ = stock.reset(seed=episode)
+            got, _ = ours.reset(seed=episode)
+            episode += 1
+            ego_lane = stock.unwrapped.vehicle.lane_index
+            assert np.array_equal(got, expected) and got.dtype == expected.dtype
+        others_before = [(v.target_lane_index, v.crashed) for v in stock.unwrapped.road.vehicles[1:]]
+        action = int(rng.integers(5))
+        expected, reward, terminated, truncated, info = stock.step(action)
+        got, our_reward, our_terminated, our_truncated, our_info = ours.step(action)
+        assert np.array_equal(got, expected) and got.dtype == expected.dtype
+        assert (our_reward, our_terminated, our_truncated) == (reward, terminated, truncated)
+        assert our_info["rewards"] == info["rewards"] and our_info["crashed"] == info["crashed"]
+        assert road_state(ours) == road_state(stock)
+        seen["steps"] += 1
+        seen["crashes"] += terminated
+        seen["time limits"] += truncated and not terminated
+        seen["ego lane changes"] += stock.unwrapped.vehicle.lane_index != ego_lane
+        ego_lane = stock.unwrapped.vehicle.lane_index
+        for (target_before, crashed_before), v in zip(others_before, stock.unwrapped.road.vehicles[1:]):
+            seen["other vehicles' lane changes"] += v.target_lane_index != target_before
+            seen["other vehicles' crashes"] += v.crashed and not crashed_before
+        done = terminated or truncated
+    seen["episodes"] = episode - first_episode
+    return seen
+
+
+def test_the_preset_runs_on_the_fast_simulator():
+    env = make_env(compose_config(["env=highway"]).env).unwrapped
+    assert type(env.road) is FastRoad and type(env.observation_type) is NumpyKinematics
+    assert type(env.vehicle) is FastMDPVehicle
+    assert {type(v) for v in env.road.vehicles[1:]} == {FastIDMVehicle}
+
+
+# 10,000 steps at the preset's 5 Hz in four parts of 2,500 on distinct episodes (parallel runs can
+# take them apart), and 1,000 at the paper's 15 Hz; the first part is quick enough for every run.
+@pytest.mark.parametrize("frequency,steps,first_episode", [
+    (5, 600, 0),
+    *[pytest.param(5, 2_500, 10_000 * part, marks=pytest.mark.slow) for part in range(4)],
+    pytest.param(15, 1_000, 0, marks=pytest.mark.slow),
+])
+def test_trajectories_are_bit_identical_to_highway_envs(frequency, steps, first_episode):
+    seen = play_side_by_side(frequency, steps, first_episode)
+    print(dict(seen))
+    # what the comparison went through, so that identity is not that of uneventful drives
+    assert seen["crashes"] >= steps / 100 and seen["time limits"] >= 1
+    assert seen["ego lane changes"] >= steps / 20 and seen["other vehicles' lane changes"] >= steps / 100
