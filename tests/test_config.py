@@ -99,7 +99,7 @@ def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
                              "logger=disabled"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "rlinfluence: config error: method.p=150.0 must be in (0, 100] "
+        "rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
         "(percent of negative-influence records to drop)"]
     assert not any(tmp_path.iterdir())
 

@@ -62,9 +62,10 @@ def check_p(cfg: DictConfig, auto: bool = False) -> None:
         return
     numeric = isinstance(p, (int, float))
     if not numeric or not 0 < p <= 100:
-        allowed = "(0, 100] or auto" if auto else f"(0, 100]; p=auto is for method={', '.join(AUTO_METHODS)}"
+        allowed = "(0, 100] or auto" if auto else "(0, 100]"
+        note = "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}"
         raise ConfigError(f"method.p={float(p) if numeric else p} must be in {allowed} "
-                          "(percent of negative-influence records to drop)")
+                          f"(percent of negative-influence records to drop){note}")
 
 
 def format_p(p: float | str) -> str:
