@@ -24,7 +24,9 @@ from rlinfluence.validation import validate
 
 from conftest import compose_config
 
-ROBUST = {"iif_guard": "p50", "iif_auto": "pauto", "iif_guard_auto": "pauto"}
+# The robust variants as command-line overrides, with their run-directory tags on FrozenLake.
+ROBUST = {"iif_guard-p50": ["method=iif_guard"], "iif-pauto": ["method=iif", "method.p=auto"],
+          "iif_guard-pauto": ["method=iif_guard", "method.p=auto"]}
 
 # ---------------------------------------------------------------- the rules on hand-built numbers
 
@@ -182,18 +184,13 @@ def test_every_record_negative_p_auto_drops_a_prefix_of_iif_order(trainer_and_bu
 # ---------------------------------------------------------------- config and run identity
 
 
-@pytest.mark.parametrize("method,tag", [("iif_guard", "iif_guard-p50"), ("iif_auto", "iif-pauto"),
-                                        ("iif_guard_auto", "iif_guard-pauto")])
-def test_each_variant_has_a_run_dir_of_its_own(method, tag):
-    cfg = compose_config([f"method={method}"])
+@pytest.mark.parametrize("tag", list(ROBUST))
+def test_each_variant_has_a_run_dir_of_its_own(tag):
+    cfg = compose_config(ROBUST[tag])
     validate(cfg)
     assert str(relative_run_dir(cfg)) == f"frozenlake/sgd/{tag}/seed0"
-
-
-def test_preset_and_override_spell_the_same_run():
-    assert (relative_run_dir(compose_config(["method=iif_auto"]))
-            == relative_run_dir(compose_config(["method=iif", "method.p=auto"])))
-    assert str(relative_run_dir(compose_config(["env=minigrid", "method=iif_guard"]))).endswith("iif_guard-p12.5/seed0")
+    assert str(relative_run_dir(compose_config(["env=minigrid", *ROBUST[tag]]))).endswith(
+        tag.replace("p50", "p12.5") + "/seed0")  # the guard's p is the env's paper p
 
 
 @pytest.mark.parametrize("overrides,allowed", [
@@ -217,15 +214,16 @@ def read_rows(path):
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.parametrize("method", list(ROBUST))
-def test_each_variant_runs_through_the_round_loop(tmp_path, tiny_config, method):
-    summary = run_task(tiny_config("env=frozenlake", f"method={method}", "env.rounds=3"), tmp_path)
-    assert summary["done"] and summary["method_tag"].endswith(ROBUST[method])
-    assert summary["p"] == (None if ROBUST[method] == "pauto" else 50.0)  # the results table's p is a number
+@pytest.mark.parametrize("tag", list(ROBUST))
+def test_each_variant_runs_through_the_round_loop(tmp_path, tiny_config, tag):
+    summary = run_task(tiny_config("env=frozenlake", *ROBUST[tag], "env.rounds=3"), tmp_path)
+    auto = tag.endswith("pauto")
+    assert summary["done"] and summary["method_tag"] == tag
+    assert summary["p"] == (None if auto else 50.0)  # the results table's p is a number
     rows = read_rows(tmp_path / "metrics.csv")[1:]
     for row in rows:
         n_negative, n_kept = int(float(row["n_negative"])), int(row["n_kept"])
-        most_dropped = n_negative if ROBUST[method] == "pauto" else n_to_drop(-np.ones(n_negative), 50)
+        most_dropped = n_negative if auto else n_to_drop(-np.ones(n_negative), 50)
         assert 64 - most_dropped <= n_kept <= 64
         assert np.isfinite(float(row["policy_loss"])) and np.isfinite(float(row["test_return"]))
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
@@ -234,6 +232,6 @@ def test_each_variant_runs_through_the_round_loop(tmp_path, tiny_config, method)
 def test_p_auto_is_reproducible_from_the_seed(tmp_path, tiny_config):
     """The held-out halves come from the run's seeded selection RNG."""
     for name in ("a", "b"):
-        run_task(tiny_config("env=frozenlake", "method=iif_guard_auto", "seed=4"), tmp_path / name)
+        run_task(tiny_config("env=frozenlake", *ROBUST["iif_guard-pauto"], "seed=4"), tmp_path / name)
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time_")} for r in rows]  # noqa: E731
     assert strip(read_rows(tmp_path / "a/metrics.csv")) == strip(read_rows(tmp_path / "b/metrics.csv"))
