@@ -12,10 +12,7 @@ RLINFLUENCE=${RLINFLUENCE:-.venv/bin/rlinfluence}
 # EXTRA: overrides added to every command (e.g. EXTRA=runs_root=/scratch/runs)
 run() { $RLINFLUENCE -m hydra/launcher=joblib hydra.launcher.n_jobs="$JOBS" logger=disabled progress=false "$@" ${EXTRA:-}; }
 # The three new arms in one env: the guard at the paper's p, IIF and the guard at p=auto.
-arms() {
-  run experiment_name=main method=iif_guard "$@"
-  run experiment_name=main method=iif,iif_guard method.p=auto "$@"
-}
+arms() { run experiment_name=main method=iif_guard,iif_auto,iif_guard_auto "$@"; }
 
 # FrozenLake: 10 seeds (robust_efficiency, robust_curves), then to 30 (robust_collapse_frozenlake).
 arms env=frozenlake seed=range\(0,10\)

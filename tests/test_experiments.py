@@ -42,12 +42,12 @@ EXPECTED = {
                                                        for part in ("abandon", "samestarts", "samenoise")], 10),
     "collapse": runs(["frozenlake"], ["iif-p{p}", "iif-p{p}-paper"], 30),
     "protocol_lunarlander": runs(["lunarlander"], ["iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 5),
-    "robust": runs(P_ABLATION_ENVS, ["iif-p{p}", "iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
-    "robust_collapse": runs(["frozenlake"], ["iif-p{p}", "iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
+    "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
+    "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
 }
 JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "heuristics_advantage": 24, "heuristics_td_error": 18,
               "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15,
-              "robust": 80, "robust_collapse": 120}
+              "robust": 60, "robust_collapse": 90}
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
          "adam": ["Table 3", "Fig. 15"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],

@@ -24,9 +24,9 @@ from rlinfluence.validation import validate
 
 from conftest import compose_config
 
-# The robust variants as command-line overrides, with their run-directory tags on FrozenLake.
-ROBUST = {"iif_guard-p50": ["method=iif_guard"], "iif-pauto": ["method=iif", "method.p=auto"],
-          "iif_guard-pauto": ["method=iif_guard", "method.p=auto"]}
+# The robust variants as the overlays sweep them (conf/method/), with their run-directory tags on FrozenLake.
+ROBUST = {"iif_guard-p50": ["method=iif_guard"], "iif-pauto": ["method=iif_auto"],
+          "iif_guard-pauto": ["method=iif_guard_auto"]}
 
 # ---------------------------------------------------------------- the rules on hand-built numbers
 
@@ -191,6 +191,12 @@ def test_each_variant_has_a_run_dir_of_its_own(tag):
     assert str(relative_run_dir(cfg)) == f"frozenlake/sgd/{tag}/seed0"
     assert str(relative_run_dir(compose_config(["env=minigrid", *ROBUST[tag]]))).endswith(
         tag.replace("p50", "p12.5") + "/seed0")  # the guard's p is the env's paper p
+
+
+@pytest.mark.parametrize("preset,spelled_out", [("iif_auto", "iif"), ("iif_guard_auto", "iif_guard")])
+def test_a_p_auto_preset_is_the_same_run_as_method_p_auto(preset, spelled_out):
+    assert (relative_run_dir(compose_config([f"method={preset}"]))
+            == relative_run_dir(compose_config([f"method={spelled_out}", "method.p=auto"])))
 
 
 @pytest.mark.parametrize("overrides,allowed", [
