@@ -20,6 +20,8 @@ GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher"]
 # Options that need extra values before they can run.
 REQUIRED_EXTRAS = {("target", "action"): [f"target.state=[{','.join(['1'] + ['0'] * 15)}]", "target.action=[0]"],
                    ("method", "advantage"): ["method.variant=h1"]}
+# Options that preset another option's setting (p=auto), with the method they run.
+PRESETS = {("method", "iif_auto"): "iif", ("method", "iif_guard_auto"): "iif_guard"}
 
 
 def options(group: str) -> list[str]:
@@ -33,7 +35,7 @@ def test_every_group_option_composes_and_validates(group, option):
     cfg = compose_config(base + [f"{group}={option}"] + extras)
     validate(cfg)
     if group in cfg and "name" in cfg[group]:
-        assert cfg[group].name == option
+        assert cfg[group].name == PRESETS.get((group, option), option)
 
 
 def test_defaults_are_the_paper_frozenlake_iif_setting():
@@ -99,7 +101,7 @@ def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
                              "logger=disabled"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "rlinfluence: config error: method.p=150.0 must be in (0, 100] "
+        "rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
         "(percent of negative-influence records to drop)"]
     assert not any(tmp_path.iterdir())
 

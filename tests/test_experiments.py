@@ -42,18 +42,23 @@ EXPECTED = {
                                                        for part in ("abandon", "samestarts", "samenoise")], 10),
     "collapse": runs(["frozenlake"], ["iif-p{p}", "iif-p{p}-paper"], 30),
     "protocol_lunarlander": runs(["lunarlander"], ["iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 5),
+    "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
+    "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
 }
 JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "heuristics_advantage": 24, "heuristics_td_error": 18,
-              "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15}
+              "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15,
+              "robust": 60, "robust_collapse": 90}
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
          "adam": ["Table 3", "Fig. 15"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
          "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
          "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"], "collapse": ["collapse_frozenlake"],
-         "protocol_lunarlander": ["protocol_comparison_lunarlander"]}
+         "protocol_lunarlander": ["protocol_comparison_lunarlander"], "robust": ["robust_efficiency", "robust_curves"],
+         "robust_collapse": ["robust_collapse_frozenlake"]}
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
-EXPERIMENT_NAME = {"protocol": "main", "protocol_parts": "main", "collapse": "main", "protocol_lunarlander": "main"}
+EXPERIMENT_NAME = {"protocol": "main", "protocol_parts": "main", "collapse": "main", "protocol_lunarlander": "main",
+                   "robust": "main", "robust_collapse": "main"}
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 
 

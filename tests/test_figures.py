@@ -49,8 +49,8 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
     }).to_csv(run_dir / "metrics.csv", index=False)
     (run_dir / "summary.json").write_text(json.dumps({
         "experiment": experiment, "env": env, "method": method, "method_tag": tag,
-        "p": float(p) if p else None, "optimizer": "sgd", "protocol": protocol, "seed": seed, "rounds": len(curve) - 1,
-        "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
+        "p": float(p) if p not in ("", "auto") else None, "optimizer": "sgd", "protocol": protocol, "seed": seed,
+        "rounds": len(curve) - 1, "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
     }))
     if done:
         (run_dir / "DONE").touch()
@@ -90,11 +90,11 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
            "fig15_adam", "protocol_curves", "fig3a_bottom_records", "fig8_bottom_records_rounds",
            "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
            "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
-           "fig3b_bottom_views_minigrid"]
+           "fig3b_bottom_views_minigrid", "robust_curves"]
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
-          "intervention_summary"]
+          "intervention_summary", "robust_collapse_frozenlake", "robust_efficiency"]
 
 
 def test_every_output_is_made_with_its_files(made):

@@ -5,7 +5,7 @@ the config. Values that are well-typed but cannot run are caught by `validation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -53,7 +53,8 @@ class EnvConfig:
 @dataclass
 class MethodConfig:
     name: str = "ppo"
-    p: Optional[float] = None  # percent of the negative-influence records to drop
+    # Percent of the negative-influence records to drop, or "auto" (chosen each round; selection.py).
+    p: Optional[Union[float, int, str]] = None
     variant: Optional[str] = None  # a method's sub-rule, e.g. advantage: h1 | h2
 
 

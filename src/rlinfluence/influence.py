@@ -12,6 +12,8 @@ is the slow explicit per-record autograd loop that the tests check the fast path
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 from scipy import stats
@@ -148,19 +150,30 @@ def adam_preconditioner(model: ActorCritic, optimizer: torch.optim.Optimizer) ->
     return preconditioner
 
 
-def compute_influence(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                      cfg: InfluenceConfig, partition_rng: np.random.Generator | None = None,
-                      optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
-    """The round's scores with the configured backend, advantage normalisation (`partition_rng` draws
-    the chunks of `influence.normalization=chunk`) and preconditioner (`influence.preconditioner=adam`
-    reads it from `optimizer`)."""
+def round_attribution(model: ActorCritic, buffer: RolloutBuffer, ppo: PPOConfig, cfg: InfluenceConfig,
+                      partition_rng: np.random.Generator | None = None,
+                      optimizer: torch.optim.Optimizer | None = None) -> Callable[[Target], torch.Tensor]:
+    """The round's scores on any target at θ_k, with the configured backend, advantage normalisation
+    (`partition_rng` draws the chunks of `influence.normalization=chunk`, once: every target sees the
+    same per-record losses) and preconditioner (`influence.preconditioner=adam` reads it from `optimizer`)."""
     normalized = None
     if cfg.normalization == "chunk":
         normalized = chunk_normalized_advantages(buffer.advantages, ppo.batch_size, partition_rng)
     preconditioner = adam_preconditioner(model, optimizer) if cfg.preconditioner == "adam" else None
-    if cfg.backend == "reference":
-        return reference_scores(model, buffer, target, ppo, normalized, preconditioner)
-    return influence_scores(model, buffer, target, ppo, cfg.chunk_size, normalized, preconditioner)
+
+    def attribute(target: Target) -> torch.Tensor:
+        if cfg.backend == "reference":
+            return reference_scores(model, buffer, target, ppo, normalized, preconditioner)
+        return influence_scores(model, buffer, target, ppo, cfg.chunk_size, normalized, preconditioner)
+
+    return attribute
+
+
+def compute_influence(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
+                      cfg: InfluenceConfig, partition_rng: np.random.Generator | None = None,
+                      optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
+    """The round's scores on `target` (see `round_attribution`)."""
+    return round_attribution(model, buffer, ppo, cfg, partition_rng, optimizer)(target)
 
 
 def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,

@@ -30,13 +30,13 @@ from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint
                                     write_json)
 from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.evaluation import Evaluator
-from rlinfluence.influence import StepInfluence, compute_influence, rank_agreement
+from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
 from rlinfluence.run_logger import RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
-from rlinfluence.selection import Selection, make_selection
+from rlinfluence.selection import Attribute, Selection, make_selection, numeric_p
 from rlinfluence.targets import make_target
 from rlinfluence.update import make_optimizer, ppo_update
 
@@ -85,9 +85,14 @@ class Trainer:
         return collect_rollout(self.model, self.envs, self.cfg.env.n_steps, self.cfg.ppo.gamma,
                                self.cfg.ppo.gae_lambda, self.action_generator)
 
+    def attribution(self, buffer: RolloutBuffer) -> Attribute:
+        """The round's influence scores on any target at θ_k (IIF's target is `self.target`)."""
+        attribute = round_attribution(self.model, buffer, self.cfg.ppo, self.cfg.influence, self.partition_rng,
+                                      self.optimizer)
+        return lambda target: attribute(target).cpu().numpy()
+
     def influence(self, buffer: RolloutBuffer) -> np.ndarray:
-        return compute_influence(self.model, buffer, self.target, self.cfg.ppo, self.cfg.influence,
-                                 self.partition_rng, self.optimizer).cpu().numpy()
+        return self.attribution(buffer)(self.target)
 
     def step_influence(self, buffer: RolloutBuffer) -> StepInfluence | None:
         """influence.checkpoints=every_step: the paper's multi-checkpoint influence, summed during the update."""
@@ -115,9 +120,10 @@ class Trainer:
         buffer = self.collect()
         time_collect = lap()
         step_influence = self.step_influence(buffer)
-        scores = self.influence(buffer) if self.method.needs_scores or step_influence else None
+        attribute = self.attribution(buffer) if self.method.needs_scores or step_influence else None
+        scores = attribute(self.target) if attribute else None
         time_influence = lap()
-        selection = self.method.select(buffer, scores, self.selection_rng)
+        selection = self.method.select(buffer, scores, self.selection_rng, attribute)
         time_select = lap()
         stats = self.update(buffer, selection, step_influence)  # its time includes every-step influence
         time_update = lap()
@@ -168,7 +174,7 @@ class Trainer:
 def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool) -> dict[str, Any]:
     return {
         "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
-        "method_tag": method_tag(cfg.method), "p": cfg.method.p, "optimizer": cfg.optimizer.name,
+        "method_tag": method_tag(cfg.method), "p": numeric_p(cfg.method.p), "optimizer": cfg.optimizer.name,
         "protocol": protocol_tag(cfg), "config_hash": config_hash(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds,
         "rounds_completed": rounds_completed, "final_test_return": final_test_return, "done": done,
     }

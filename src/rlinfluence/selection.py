@@ -8,13 +8,19 @@ A method turns the round's buffer (and, if it needs them, the influence scores) 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 from omegaconf import DictConfig
 
 from rlinfluence.config import ConfigError
 from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
+from rlinfluence.targets import EntropyTarget, ReturnTarget, Target
+
+# The round's influence scores of every record on any target at θ_k (the round loop passes it to
+# methods that need scores on more than the configured target).
+Attribute = Callable[[Target], np.ndarray]
+AUTO = "auto"  # method.p=auto: each round's drop count is chosen on held-out records
 
 
 @dataclass
@@ -43,15 +49,33 @@ class SelectionMethod:
         """The method's part of the run directory name."""
         return str(method.name)
 
-    def select(self, buffer: RolloutBuffer, scores: np.ndarray | None, rng: np.random.Generator) -> Selection:
+    def select(self, buffer: RolloutBuffer, scores: np.ndarray | None, rng: np.random.Generator,
+               attribute: Attribute | None = None) -> Selection:
         raise NotImplementedError
 
 
-def check_p(cfg: DictConfig) -> None:
-    """Methods that drop a share of the negative records need p in (0, 100]."""
+def check_p(cfg: DictConfig, auto: bool = False) -> None:
+    """Methods that drop a share of the negative records need p in (0, 100]; those that rank records
+    by influence also take p=auto (`auto`)."""
     p = cfg.method.p
-    if p is None or not 0 < p <= 100:
-        raise ConfigError(f"method.p={p} must be in (0, 100] (percent of negative-influence records to drop)")
+    if auto and p == AUTO:
+        return
+    numeric = isinstance(p, (int, float))
+    if not numeric or not 0 < p <= 100:
+        allowed = "(0, 100] or auto" if auto else "(0, 100]"
+        note = "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}"
+        raise ConfigError(f"method.p={float(p) if numeric else p} must be in {allowed} "
+                          f"(percent of negative-influence records to drop){note}")
+
+
+def format_p(p: float | str) -> str:
+    """p as run names show it: `50`, `12.5`, `auto`."""
+    return AUTO if p == AUTO else format(float(p), "g")
+
+
+def numeric_p(p: float | str | None) -> float | None:
+    """p as the results table stores it (a number; none for p=auto, whose tag says auto)."""
+    return None if p is None or p == AUTO else float(p)
 
 
 def n_to_drop(scores: np.ndarray, p: float) -> int:
@@ -62,7 +86,7 @@ def n_to_drop(scores: np.ndarray, p: float) -> int:
 class KeepAll(SelectionMethod):
     """Standard PPO: train on every record."""
 
-    def select(self, buffer, scores, rng):
+    def select(self, buffer, scores, rng, attribute=None):
         return Selection(np.ones(len(buffer), bool))
 
 
@@ -84,23 +108,97 @@ class _DropShareOfNegatives(SelectionMethod):
 
     @classmethod
     def tag(cls, method):
-        return f"{method.name}-p{method.p:g}" if method.p is not None else str(method.name)
+        return f"{method.name}-p{format_p(method.p)}" if method.p is not None else str(method.name)
 
 
 class DropMostNegative(_DropShareOfNegatives):
-    """IIF: drop the ⌊n_neg·p/100⌋ records with the most negative influence (ties by record id)."""
+    """IIF: drop the ⌊n_neg·p/100⌋ records with the most negative influence (ties by record id).
+    With p=auto, as many of them as `held_out_drop_count` predicts to help."""
 
-    def select(self, buffer, scores, rng):
+    @classmethod
+    def check_config(cls, cfg):
+        check_p(cfg, auto=True)
+
+    def drop_order(self, buffer: RolloutBuffer, scores: np.ndarray, attribute: Attribute | None) -> np.ndarray:
+        """The records the method may drop, in the order it drops them: the negative ones, most negative first."""
+        return np.argsort(scores, kind="stable")[: np.count_nonzero(scores < 0)]
+
+    def select(self, buffer, scores, rng, attribute=None):
+        order = self.drop_order(buffer, scores, attribute)
+        count = held_out_drop_count(order, len(buffer), attribute, rng) if self.p == AUTO else n_to_drop(scores, self.p)
         keep = np.ones(len(buffer), bool)
-        keep[np.argsort(scores, kind="stable")[: n_to_drop(scores, self.p)]] = False
+        keep[order[:count]] = False
         return Selection(keep)
+
+
+class DropMostNegativeEntropyGuarded(DropMostNegative):
+    """Robust IIF (method=iif_guard): IIF's drop order and count, skipping every drop that would let the
+    kept records make the policy more deterministic than all records would.
+
+    Why: a record's influence on f_return is negative when its advantage contradicts the direction the
+    round's policy gradient already moves, so IIF drops the counter-evidence and each update amplifies
+    the current consensus; without an entropy bonus an early wrong consensus then becomes a
+    deterministic policy that never finds the reward again (FrozenLake seed 3: entropy 1.39 → 0.12 nats
+    by round 12). Standard PPO, which keeps the counter-evidence, does not collapse.
+
+    The guard: e_i = the record's influence on the policy's mean entropy over the buffer's states
+    (`EntropyTarget`; e_i < 0: training on it sharpens the policy). To first order the kept set's update
+    changes the entropy by Σ_kept e_i, the full buffer's by Σ_all e_i. Walking IIF's candidates most
+    negative first, a record is dropped only if the dropped ones keep Σ_dropped e ≤ 0, so after every
+    drop the kept set's update sharpens the policy no faster than standard PPO's update would. Dropping
+    a sharpening record frees room to drop a counter-evidence record; nothing is tuned per environment."""
+
+    def drop_order(self, buffer, scores, attribute):
+        candidates = super().drop_order(buffer, scores, attribute)
+        if candidates.size == 0:
+            return candidates  # no negative record: skip the entropy pass
+        return candidates[within_entropy_budget(attribute(EntropyTarget())[candidates])]
+
+
+def within_entropy_budget(entropy_influence: np.ndarray) -> np.ndarray:
+    """Which candidates (in drop order) the entropy guard drops: each one whose drop keeps the summed
+    entropy influence of the dropped records ≤ 0, the others skipped (a mask over the candidates)."""
+    accepted = np.zeros(entropy_influence.size, bool)
+    dropped_sum = 0.0
+    for j, change in enumerate(entropy_influence):
+        if dropped_sum + change <= 0:
+            accepted[j] = True
+            dropped_sum += change
+    return accepted
+
+
+def held_out_scores(n_records: int, attribute: Attribute, rng: np.random.Generator) -> np.ndarray:
+    """Each record's influence on the f_return of a random half of the buffer that does not hold it
+    (the buffer split in two with the seeded selection RNG; each half scored against the other), so
+    that no record votes on its own drop."""
+    first = np.zeros(n_records, bool)
+    first[rng.permutation(n_records)[: n_records // 2]] = True
+    on_first, on_second = (attribute(ReturnTarget(np.flatnonzero(half))) for half in (first, ~first))
+    return np.where(first, on_second, on_first)
+
+
+def best_drop_count(held_out_in_order: np.ndarray) -> int:
+    """The m that maximises the predicted held-out gain of dropping the first m candidates: to first
+    order, dropping record i changes the held-out f_return by −score_i, so the gain is −Σ_{j≤m} score_j.
+    Ties go to the smaller m; 0 when no drop is predicted to help."""
+    gain = np.concatenate([[0.0], -np.cumsum(held_out_in_order)])
+    return int(np.argmax(gain))
+
+
+def held_out_drop_count(order: np.ndarray, n_records: int, attribute: Attribute, rng: np.random.Generator) -> int:
+    """p=auto: how many of the candidates `order` to drop this round, without a per-environment p. The
+    candidates are ranked on the whole buffer, as IIF ranks them; the count is the one whose drops the
+    held-out scores predict to raise the return the most (the largest p whose gain keeps improving)."""
+    if order.size == 0 or n_records < 2:
+        return 0  # nothing to drop, or no record to hold out
+    return best_drop_count(held_out_scores(n_records, attribute, rng)[order])
 
 
 class DropRandom(_DropShareOfNegatives):
     """Random filtering: drop as many records as IIF would this round (⌊n_neg·p/100⌋, counted on
     the round's own influence scores), chosen uniformly among all records with the seeded RNG."""
 
-    def select(self, buffer, scores, rng):
+    def select(self, buffer, scores, rng, attribute=None):
         keep = np.ones(len(buffer), bool)
         keep[rng.choice(len(buffer), size=n_to_drop(scores, self.p), replace=False)] = False
         return Selection(keep)
@@ -158,7 +256,7 @@ class DropAdvantageMismatch(SelectionMethod):
     def tag(cls, method):
         return f"{method.name}-{method.variant}-p{method.p:g}"
 
-    def select(self, buffer, scores, rng):
+    def select(self, buffer, scores, rng, attribute=None):
         mc = monte_carlo_advantages(buffer, self.gamma)
         gae = buffer.advantages.numpy().astype(np.float64)
         agreement = mc * gae  # < 0: the signs disagree; plays the role of IIF's influence score
@@ -186,7 +284,7 @@ class TDErrorReweighting(SelectionMethod):
 
     ALPHA = 0.6  # the paper's (and PER's rank-based) exponent
 
-    def select(self, buffer, scores, rng):
+    def select(self, buffer, scores, rng, attribute=None):
         return Selection(np.ones(len(buffer), bool), rank_priorities(buffer.deltas.numpy().astype(np.float64),
                                                                      self.ALPHA))
 
@@ -194,10 +292,14 @@ class TDErrorReweighting(SelectionMethod):
 SELECTION_METHODS: dict[str, type[SelectionMethod]] = {
     "ppo": KeepAll,
     "iif": DropMostNegative,
+    "iif_guard": DropMostNegativeEntropyGuarded,
     "random": DropRandom,
     "advantage": DropAdvantageMismatch,
     "td_error": TDErrorReweighting,
 }
+
+
+AUTO_METHODS = tuple(name for name, method in SELECTION_METHODS.items() if issubclass(method, DropMostNegative))
 
 
 def make_selection(cfg: DictConfig) -> SelectionMethod:

@@ -25,11 +25,29 @@ class ReturnTarget:
     """f_return = E_{(s,a)~π_θk}[log π_θ(a|s) · Â(s,a)] over the round's own buffer, raw GAE Â.
 
     Its gradient is the policy-gradient estimate of the expected return at θ_k: the IIF default.
+    `ids` restricts the mean to those records (a held-out part of the buffer, for method.p=auto).
     """
 
+    def __init__(self, ids: np.ndarray | None = None):
+        self.ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long)
+
     def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
-        log_prob, _ = policy_fn(buffer.obs, buffer.actions)
-        return -(buffer.advantages * log_prob).mean()
+        obs, actions, advantages = buffer.obs, buffer.actions, buffer.advantages
+        if self.ids is not None:
+            ids = self.ids.to(obs.device)
+            obs, actions, advantages = obs[ids], actions[ids], advantages[ids]
+        log_prob, _ = policy_fn(obs, actions)
+        return -(advantages * log_prob).mean()
+
+
+class EntropyTarget:
+    """f_entropy = the mean entropy of π_θ(·|s) over the buffer's states. A record's influence on it is
+    the first-order change of the policy's randomness that training on the record causes (< 0: the
+    record makes the policy more deterministic); the entropy guard of robust IIF sums it."""
+
+    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
+        _, entropy = policy_fn(buffer.obs, buffer.actions)
+        return -entropy.mean()
 
 
 class ActionTarget:

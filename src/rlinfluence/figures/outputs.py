@@ -44,6 +44,11 @@ RANDOM = Arm("Random", "random-p{p}")
 ADVANTAGE_H1 = Arm("Advantage H1", "advantage-h1-p{p}")
 ADVANTAGE_H2 = Arm("Advantage H2", "advantage-h2-p{p}")
 TD_ERROR = Arm("TD-error reweighting", "td_error")
+# Beyond the paper (robust IIF, selection.py): the entropy guard, p=auto, and both.
+IIF_GUARD = Arm("IIF + entropy guard", "iif_guard-p{p}")
+IIF_AUTO = Arm("IIF, p = auto", "iif-pauto")
+IIF_GUARD_AUTO = Arm("IIF + entropy guard, p = auto", "iif_guard-pauto")
+ROBUST_ARMS = (IIF_GUARD, IIF_AUTO, IIF_GUARD_AUTO)
 ABLATION_PS = (6.25, 12.5, 25.0, 50.0, 100.0)
 IIF_AT_P = tuple(Arm(f"IIF p = {p:g} %", f"iif-p{p:g}") for p in ABLATION_PS)
 
@@ -496,4 +501,18 @@ OUTPUTS: tuple[Output, ...] = (
            "Seeds whose test return has not reached −150 by round 20, with the rate's Wilson 95 % interval.",
            Runs("main", ("acrobot",), (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
                 overlay="protocol", all_seeds=True), collapse_table),
+    Output("robust_collapse_frozenlake", "Robust IIF: collapse rate (FrozenLake)",
+           "Seeds whose final test return stays below 0.5: plain IIF (p = 50 %) against the robust variants, "
+           "our protocol, with the rate's Wilson 95 % interval.",
+           Runs("main", ("frozenlake",), (IIF, *ROBUST_ARMS), seeds=30, overlay="robust_collapse", all_seeds=True),
+           collapse_table),
+    Output("robust_efficiency", "Robust IIF: round savings",
+           "Plain IIF at the paper's p and the robust variants, each against standard PPO of the same seed, our "
+           "protocol. " + _ROBUST_NOTE,
+           Runs("main", ABLATION_ENVS, (STANDARD, IIF, *ROBUST_ARMS), seeds=5, overlay="robust", all_seeds=True),
+           protocol_table),
+    Output("robust_curves", "Robust IIF: curves",
+           "Plain IIF at the paper's p, the robust variants and standard PPO, our protocol. " + _CURVES_NOTE,
+           Runs("main", ABLATION_ENVS, (STANDARD, IIF, *ROBUST_ARMS), seeds=5, overlay="robust", all_seeds=True),
+           learning_curves),
 )
