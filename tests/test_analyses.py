@@ -169,4 +169,5 @@ def test_removal_correlations_on_a_constructed_case():
     # actual = predicted³: ranked perfectly, not linear in the centred prediction; exact in the plain one.
     assert large["Spearman (centred)"] == "1.00" and float(large["Pearson (centred)"]) < 0.95
     assert large[["Pearson (plain)", "Scale (plain)", "Pearson test Δ (centred)"]].tolist() == ["1.00", "1.00", "—"]
-    assert iif[["Points", "Pearson (centred)", "Scale (centred)", "Scale (plain)"]].tolist() == ["1", "—", "2.00", "4.00"]
+    assert iif[["Points", "Pearson (centred)", "Scale (centred)", "Scale (plain)"]].tolist() == [
+        "1", "—", "2.00", "4.00"]

@@ -61,7 +61,8 @@ def minibatch_plan(start: dict, n_records: int, ppo: PPOConfig) -> list[np.ndarr
             for batch in minibatch_ids(everything, ppo.batch_size, rng, ppo.drop_last_minibatch)]
 
 
-def predicted_changes(scores: np.ndarray, removed: np.ndarray, plan: list[np.ndarray], lr: float) -> tuple[float, float]:
+def predicted_changes(scores: np.ndarray, removed: np.ndarray, plan: list[np.ndarray],
+                      lr: float) -> tuple[float, float]:
     """First-order Δf of removing the records `removed` (bool per record) in place: (plain, centred),
     as the module docstring derives them."""
     plain = centred = 0.0
@@ -103,7 +104,8 @@ def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Eva
     scores = trainer.influence(buffer).astype(np.float64)
     plan = minibatch_plan(start, len(buffer), cfg.ppo)
     rows, reference = [], {}
-    for index, (kind, size, removed) in enumerate(removal_groups(buffer, scores, cfg, np.random.default_rng([cfg.seed, k]))):
+    groups = removal_groups(buffer, scores, cfg, np.random.default_rng([cfg.seed, k]))
+    for index, (kind, size, removed) in enumerate(groups):
         rerun_update(trainer, start, buffer, Selection(~removed, in_place=True))
         f = target_value(trainer.model, buffer, trainer.target)
         test = evaluator.evaluate(trainer.model, k)["test_return"] if evaluator else float("nan")

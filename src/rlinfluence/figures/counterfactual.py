@@ -67,7 +67,8 @@ def correlation_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 def removal_scatter(output: Output, rows: pd.DataFrame) -> Figure:
     """Actual Δf_return against each prediction, one row of panels per env; random groups coloured by
     size, the IIF and all-negative sets marked."""
-    rows = rows[rows["kind"] != "none"].assign(group=lambda d: [_group_label(k, s) for k, s in zip(d["kind"], d["size"])])
+    rows = rows[rows["kind"] != "none"]
+    rows = rows.assign(group=[_group_label(kind, size) for kind, size in zip(rows["kind"], rows["size"])])
     envs = list(dict.fromkeys(rows["env"]))
     random_labels = [_group_label("random", s) for s in sorted(rows.loc[rows["kind"] == "random", "size"].unique())]
     palette = dict(zip(random_labels, sns.color_palette("viridis", len(random_labels))))
@@ -87,7 +88,8 @@ def removal_scatter(output: Output, rows: pd.DataFrame) -> Figure:
                 ax.ticklabel_format(style="sci", scilimits=(0, 0))
                 ax.xaxis.set_major_locator(MaxNLocator(5))
         kinds = [next((kind for kind, name in SET_LABELS.items() if name == label), "random") for label in palette]
-        handles = [Line2D([], [], ls="", marker=MARKERS[kind], color=colour) for kind, colour in zip(kinds, palette.values())]
+        handles = [Line2D([], [], ls="", marker=MARKERS[kind], color=colour)
+                   for kind, colour in zip(kinds, palette.values())]
         fig.legend(handles, list(palette), loc="outside lower center", ncols=3, frameon=False)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
