@@ -224,10 +224,13 @@ def test_a_missing_experiment_is_reported_and_its_stale_files_removed(made, tmp_
     (tmp_path / "data" / "adam.csv").unlink()
     shutil.copytree(out_dir, tmp_path / "out")  # an earlier regeneration that still had the Adam runs
     results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out")}
-    assert [name for name, status in results.items() if status == "missing"] == ["table3_adam", "fig15_adam"]
+    # The Adam-aware influence table shares Table 3's standard-PPO and plain-IIF runs: it goes missing too.
+    adam_outputs = ["table3_adam", "table3_adam_preconditioner", "fig15_adam"]
+    assert [name for name, status in results.items() if status == "missing"] == adam_outputs
     missing = (tmp_path / "out" / "MISSING.md").read_text()
     assert "`rlinfluence -m +experiment=adam`" in missing and "adam/minigrid" in missing
-    assert not [p for p in (tmp_path / "out").iterdir() if p.stem in ("table3_adam", "fig15_adam")]
+    assert "`rlinfluence -m +experiment=adam_preconditioner && rlinfluence -m +experiment=adam`" in missing
+    assert not [p for p in (tmp_path / "out").iterdir() if p.stem in adam_outputs]
 
 
 def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
