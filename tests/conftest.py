@@ -31,7 +31,8 @@ def tiny_config():
 
 
 def write_analyses(data_dir) -> None:
-    """Random rows in the shape task=diagnose and task=intervene write, for every env a figure reads."""
+    """Random rows in the shape task=diagnose, task=intervene and task=counterfactual write, for every env a
+    figure reads."""
     rng = np.random.default_rng(0)
     for seed in range(3):
         for env in ("frozenlake", "minigrid"):
@@ -45,3 +46,10 @@ def write_analyses(data_dir) -> None:
                     for k in range(1, 6) for arm in ("all", "influence", "random")]
             (data_dir / "analyses" / "intervene").mkdir(parents=True, exist_ok=True)
             pd.DataFrame(rows).to_csv(data_dir / "analyses" / "intervene" / f"{env}-seed{seed}.csv", index=False)
+            groups = [("none", 0.0)] + [("random", size) for size in (0.01, 0.05, 0.2, 0.5) for _ in range(10)] + \
+                     [("iif", 0.2), ("all_negative", 0.4)]
+            rows = [{"env": env, "seed": seed, "round": 5, "kind": kind, "size": size, "group": i,
+                     "predicted_plain": rng.normal(), "predicted_centred": rng.normal(), "actual": rng.normal(),
+                     "test_change": rng.normal()} for i, (kind, size) in enumerate(groups)]
+            (data_dir / "analyses" / "counterfactual").mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_csv(data_dir / "analyses" / "counterfactual" / f"{env}-seed{seed}.csv", index=False)

@@ -1,5 +1,6 @@
 """Section 4's analyses on tiny budgets: the Monte-Carlo true advantage against dynamic programming, the
-intervention's all-records arm against the run it replays, the task registry and the figures."""
+intervention's all-records arm against the run it replays, the task registry and the figures; and the
+counterfactual check (removing records in place, its first-order predictions, its correlations)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import pandas as pd
 import pytest
 import torch
 
+from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
 from rlinfluence.cli import run_task
 from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
 from rlinfluence.figures import regenerate
+from rlinfluence.figures.counterfactual import removal_correlations
 from rlinfluence.figures.section4 import OUTPUTS as SECTION4
 from rlinfluence.round import Trainer
+from rlinfluence.selection import Selection
+from rlinfluence.update import minibatch_ids
 from conftest import write_analyses
 
 ANALYSIS = ["logger=disabled", "progress=false", "env=frozenlake", "env.n_steps=64", "ppo.batch_size=32",
@@ -86,7 +91,7 @@ def test_diagnose_refuses_an_env_without_a_settable_state(tmp_path, tiny_config)
 
 
 def test_an_unknown_task_is_refused_naming_the_registered_ones(tiny_config):
-    with pytest.raises(ConfigError, match="task='nope' is not one of: train, diagnose, figures, intervene"):
+    with pytest.raises(ConfigError, match="task='nope' is not one of: train, counterfactual, diagnose, figures, intervene"):
         run_task(tiny_config("task=nope"))
 
 
@@ -104,3 +109,65 @@ def test_section4_outputs_are_drawn_from_the_analyses_csvs_reproducibly(tmp_path
     files = [p.name for p in (tmp_path / "a").iterdir()]
     assert not filecmp.cmpfiles(tmp_path / "a", tmp_path / "b", files, shallow=False)[1]
     assert "task=diagnose env=minigrid" in (tmp_path / "a" / "MISSING.md").read_text()
+
+
+def test_in_place_removal_keeps_the_standard_minibatches_without_the_dropped_records():
+    keep = np.ones(100, bool)
+    keep[[3, 50, 51, 97]] = False
+    standard = [b.numpy() for b in minibatch_ids(Selection(np.ones(100, bool)), 32, np.random.default_rng(7))]
+    removed = [b.numpy() for b in minibatch_ids(Selection(keep, in_place=True), 32, np.random.default_rng(7))]
+    assert [list(b[keep[b]]) for b in standard] == [list(b) for b in removed]
+    everything = minibatch_ids(Selection(np.ones(100, bool), in_place=True), 32, np.random.default_rng(7))
+    assert all(np.array_equal(a, b.numpy()) for a, b in zip(standard, everything, strict=True))
+
+
+def test_first_order_predictions_of_a_removal_by_hand():
+    scores, plan, lr = np.array([1.0, 2.0, 3.0, 4.0]), [np.array([0, 1]), np.array([2, 3])], 0.1
+    # Record 0 leaves its minibatch: plain −η·I_0/|B|; centred −η·(I_0 − mean_B I)/|K| (record 1 now weighs 1).
+    assert np.allclose(predicted_changes(scores, np.array([True, False, False, False]), plan, lr), (-0.05, 0.05))
+    # A minibatch that loses every record loses its whole step, −η·mean_B I, under both.
+    assert np.allclose(predicted_changes(scores, np.array([False, False, True, True]), plan, lr), (-0.35, -0.35))
+
+
+def test_counterfactual_empty_group_reproduces_the_run_bit_for_bit(tmp_path, tiny_config):
+    cfg = tiny_config(*ANALYSIS[2:], "task=counterfactual", "analysis.counterfactual.rounds=[2]",
+                      "analysis.counterfactual.sizes=[0.05,0.5]", "analysis.counterfactual.groups=3",
+                      "analysis.counterfactual.eval_episodes=4", f"runs_root={tmp_path / 'runs'}",
+                      f"figures.data_dir={tmp_path / 'data'}")
+    table = run_task(cfg)
+    empty = table[table["kind"] == "none"].iloc[0]
+    assert empty["matches_run"] == True and empty["actual"] == 0 and empty["test_change"] == 0  # noqa: E712
+    random = table[table["kind"] == "random"]
+    assert sorted(random["n_removed"]) == [3] * 3 + [32] * 3 and (random["actual"] != 0).all()
+    n_negative = table.loc[table["kind"] == "all_negative", "n_removed"].iloc[0]
+    assert table.loc[table["kind"] == "iif", "n_removed"].iloc[0] == int(np.floor(n_negative * cfg.env.p / 100))
+    # Dropping negative-influence records is predicted to raise f_return.
+    assert table.loc[table["kind"].isin(["iif", "all_negative"]), "predicted_plain"].gt(0).all()
+    assert (tmp_path / "data" / "analyses" / "counterfactual" / "frozenlake-seed0.csv").exists()
+
+
+def test_counterfactual_refuses_a_group_size_outside_the_buffer(tmp_path, tiny_config):
+    with pytest.raises(ConfigError, match=r"analysis.counterfactual.sizes=\[0.5, 1.5\] must be fractions"):
+        run_task(tiny_config("task=counterfactual", "analysis.counterfactual.rounds=[1]",
+                             "analysis.counterfactual.sizes=[0.5,1.5]", f"runs_root={tmp_path}"))
+    assert not any(tmp_path.iterdir())
+
+
+def test_removal_correlations_on_a_constructed_case():
+    predicted = np.linspace(-1.0, 1.0, 20)
+    rows = pd.DataFrame(
+        [{"env": "acrobot", "seed": 0, "round": 5, "kind": "random", "size": 0.01, "predicted_centred": x,
+          "predicted_plain": x, "actual": 2 * x, "test_change": -x} for x in predicted]
+        + [{"env": "acrobot", "seed": 0, "round": 5, "kind": "random", "size": 0.5, "predicted_centred": x,
+            "predicted_plain": x ** 3, "actual": x ** 3, "test_change": np.nan} for x in predicted]
+        + [{"env": "acrobot", "seed": 0, "round": 5, "kind": "iif", "size": 0.2, "predicted_centred": 1.0,
+            "predicted_plain": 0.5, "actual": 2.0, "test_change": 0.0}])
+    table = removal_correlations(rows).set_index("Group")
+    small, large, iif = table.loc["random 1%"], table.loc["random 50%"], table.loc["IIF drop set"]
+    assert small[["Points", "Pearson (centred)", "Spearman (centred)", "Scale (centred)",
+                  "Pearson test Δ (centred)"]].tolist() == ["20", "1.00", "1.00", "2.00", "-1.00"]
+    # actual = predicted³: ranked perfectly, not linear in the centred prediction; exact in the plain one.
+    assert large["Spearman (centred)"] == "1.00" and float(large["Pearson (centred)"]) < 0.95
+    assert large[["Pearson (plain)", "Scale (plain)", "Pearson test Δ (centred)"]].tolist() == ["1.00", "1.00", "—"]
+    assert iif[["Points", "Pearson (centred)", "Scale (centred)", "Scale (plain)"]].tolist() == [
+        "1", "—", "2.00", "4.00"]

@@ -14,7 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from rlinfluence.figures.outputs import OUTPUTS
 from rlinfluence.paths import CONFIG_DIR
-from rlinfluence.rundir import run_leaf
+from rlinfluence.rundir import method_tag, protocol_tag, run_leaf
 from rlinfluence.validation import validate
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
@@ -33,6 +33,8 @@ EXPECTED = {
     "main": runs(MAIN_ENVS, ["iif-p{p}", "ppo", "random-p{p}"], 5),
     "p_ablation": runs(P_ABLATION_ENVS, ["ppo", "iif-p6.25", "iif-p12.5", "iif-p25", "iif-p50", "iif-p100"], 3),
     "adam": runs(["minigrid", "lunarlander"], ["ppo", "iif-p{p}"], 5, optimizer="adam"),
+    # The hash is of influence.preconditioner=adam, the one setting off the env's defaults.
+    "adam_preconditioner": runs(["minigrid", "lunarlander"], ["iif-p{p}-3a5012"], 3, optimizer="adam"),
     "heuristics_advantage": runs(["frozenlake", "minigrid"],
                                  ["ppo", "iif-p{p}", "advantage-h1-p{p}", "advantage-h2-p{p}"], 3),
     "heuristics_td_error": runs(["frozenlake", "lunarlander"], ["ppo", "iif-p{p}", "td_error"], 3),
@@ -45,12 +47,12 @@ EXPECTED = {
     "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
     "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
 }
-JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "heuristics_advantage": 24, "heuristics_td_error": 18,
+JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "adam_preconditioner": 6, "heuristics_advantage": 24, "heuristics_td_error": 18,
               "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15,
               "robust": 60, "robust_collapse": 90}
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
-         "adam": ["Table 3", "Fig. 15"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
+         "adam": ["Table 3", "Fig. 15"], "adam_preconditioner": ["Table 3"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
          "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
          "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"], "collapse": ["collapse_frozenlake"],
          "protocol_lunarlander": ["protocol_comparison_lunarlander"], "robust": ["robust_efficiency", "robust_curves"],
@@ -121,15 +123,20 @@ def test_overlay_header_names_its_paper_result_and_command(name):
     assert re.search(rf"= {JOB_COUNTS[name]} runs", header)
 
 
+def writers(jobs, experiment: str) -> list[str]:
+    return [overlay for overlay in jobs if EXPERIMENT_NAME.get(overlay, overlay) == experiment]
+
+
 @pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: o.name)
 def test_every_figure_finds_its_runs_in_an_overlay(jobs, output):
-    """The figure code names an experiment and the (env, run folder, seed) runs it reads; the overlays
-    writing to that experiment launch them all, and the one the figure names is among them."""
-    name = output.runs.experiment
-    writers = [overlay for overlay in jobs if EXPERIMENT_NAME.get(overlay, overlay) == name]
-    assert (output.runs.overlay or name) in writers
-    launched = {(c.env.name, run_leaf(c), c.seed) for overlay in writers for c in jobs[overlay]}
-    needed = {(env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
-              for env in output.runs.envs for arm in output.runs.arms for protocol in output.runs.protocols
-              for seed in range(output.runs.seeds)}
-    assert needed <= launched
+    """The figure code names an experiment per arm and the (env, method tag and protocol, seed) runs it
+    reads, as their summaries name them; the overlays writing to that experiment launch them all, and
+    the one the figure names is among them."""
+    assert (output.runs.overlay or output.runs.experiment) in writers(jobs, output.runs.experiment)
+    for arm in output.runs.arms:
+        launched = {(c.env.name, method_tag(c.method) + ("" if protocol_tag(c) == "clean" else f"-{protocol_tag(c)}"),
+                     c.seed) for overlay in writers(jobs, arm.experiment or output.runs.experiment)
+                    for c in jobs[overlay]}
+        needed = {(env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
+                  for env in output.runs.envs for protocol in output.runs.protocols for seed in range(output.runs.seeds)}
+        assert needed <= launched

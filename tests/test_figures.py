@@ -58,7 +58,7 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
 
 
 def write_every_needed_run(root: Path) -> None:
-    needed = {(o.runs.experiment, env, arm.tag_for(env), seed, protocol)
+    needed = {(arm.experiment or o.runs.experiment, env, arm.tag_for(env), seed, protocol)
               for o in OUTPUTS for env in o.runs.envs for arm in o.runs.arms for seed in range(o.runs.seeds)
               for protocol in o.runs.protocols}
     for experiment, env, tag, seed, protocol in sorted(needed):
@@ -90,11 +90,13 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
            "fig15_adam", "protocol_curves", "fig3a_bottom_records", "fig8_bottom_records_rounds",
            "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
            "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
-           "fig3b_bottom_views_minigrid", "robust_curves"]
+           "fig3b_bottom_views_minigrid", "robust_curves",
+           "counterfactual_scatter"]
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
-          "intervention_summary", "robust_collapse_frozenlake", "robust_efficiency"]
+          "intervention_summary", "robust_collapse_frozenlake", "robust_efficiency",
+          "table3_adam_preconditioner", "counterfactual_correlations"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -109,7 +111,7 @@ def test_every_output_is_made_with_its_files(made):
 
 def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     _, data_dir, _ = made
-    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == ["adam.csv", "heuristics_advantage.csv",
+    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == ["adam.csv", "adam_preconditioner.csv", "heuristics_advantage.csv",
                                                           "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
@@ -128,12 +130,15 @@ MAIN_ENV_TITLES = ["FrozenLake", "Acrobot", "MiniGrid", "Highway", "LunarLander"
     ("table2_p_ablation", [(env, p, source) for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
                            for p in ["6.25", "12.5", "25", "50", "100"] for source in ("ours", "paper")]),
     ("table3_adam", [(env, source) for env in ["MiniGrid", "LunarLander"] for source in ("ours", "paper")]),
+    ("table3_adam_preconditioner", [(env, arm, source) for env in ["MiniGrid", "LunarLander"]
+                                    for arm in ("IIF, Adam-preconditioned influence", "IIF, plain influence")
+                                    for source in ("ours", "paper")]),
     ("table4_final_return_ci", [("MiniGrid",), ("LunarLander",), ("BipedalWalker",)]),
     ("table5_runtime", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
 ])
 def test_table_rows(made, name, row_keys):
     rows = table(made[2], name)
-    keys = [c for c in ("Env", "p (%)", "Source") if c in rows.columns]
+    keys = [c for c in ("Env", "p (%)", "Arm", "Source") if c in rows.columns]
     assert [tuple(r) for r in rows[keys].itertuples(index=False)] == row_keys
 
 
@@ -221,10 +226,13 @@ def test_a_missing_experiment_is_reported_and_its_stale_files_removed(made, tmp_
     (tmp_path / "data" / "adam.csv").unlink()
     shutil.copytree(out_dir, tmp_path / "out")  # an earlier regeneration that still had the Adam runs
     results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out")}
-    assert [name for name, status in results.items() if status == "missing"] == ["table3_adam", "fig15_adam"]
+    # The Adam-aware influence table shares Table 3's standard-PPO and plain-IIF runs: it goes missing too.
+    adam_outputs = ["table3_adam", "table3_adam_preconditioner", "fig15_adam"]
+    assert [name for name, status in results.items() if status == "missing"] == adam_outputs
     missing = (tmp_path / "out" / "MISSING.md").read_text()
     assert "`rlinfluence -m +experiment=adam`" in missing and "adam/minigrid" in missing
-    assert not [p for p in (tmp_path / "out").iterdir() if p.stem in ("table3_adam", "fig15_adam")]
+    assert "`rlinfluence -m +experiment=adam_preconditioner && rlinfluence -m +experiment=adam`" in missing
+    assert not [p for p in (tmp_path / "out").iterdir() if p.stem in adam_outputs]
 
 
 def test_a_figure_is_never_drawn_from_part_of_its_runs(made):

@@ -177,15 +177,26 @@ class TimelineConfig:
 
 
 @dataclass
+class CounterfactualConfig:
+    """task=counterfactual: does influence predict what removing records from one round's update does?"""
+
+    rounds: list[int] = field(default_factory=lambda: [2, 5, 10])
+    sizes: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.2, 0.5])  # group sizes, fractions of the buffer
+    groups: int = 50  # random groups per size
+    eval_episodes: int = 100  # test-return episodes per retrained policy (0: f_return only)
+
+
+@dataclass
 class AnalysisConfig:
     diagnose: DiagnoseConfig = field(default_factory=DiagnoseConfig)
     intervene: InterveneConfig = field(default_factory=InterveneConfig)
     timeline: TimelineConfig = field(default_factory=TimelineConfig)
+    counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
 
 
 @dataclass
 class Config:
-    task: str = "train"  # train | figures | diagnose | intervene | timeline (tasks.py)
+    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual (tasks.py)
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"

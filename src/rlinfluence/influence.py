@@ -111,6 +111,12 @@ class StepInfluence:
         self.scores.index_add_(0, ids, self.lr * directional.detach().double())
 
 
+def target_value(model: ActorCritic, buffer: RolloutBuffer, target: Target) -> float:
+    """f = −L_f at the model's current parameters (what a round's update should raise)."""
+    with torch.no_grad():
+        return -float(target.loss(_PolicyFn(model), buffer.to(model.device)))
+
+
 def chunk_normalized_advantages(advantages: torch.Tensor, chunk: int, rng: np.random.Generator) -> torch.Tensor:
     """Â normalised within each `chunk`-record part of a random partition of the buffer: what one epoch
     of SB3 minibatches sees, and what the authors' influence used (their buffer was the epoch-1 shuffle)."""

@@ -27,6 +27,10 @@ AUTO = "auto"  # method.p=auto: each round's drop count is chosen on held-out re
 class Selection:
     keep: np.ndarray  # bool, one entry per record id
     weights: np.ndarray | None = None  # sampling probabilities over record ids (reweighting methods)
+    # True: the dropped records leave the minibatches cut from the shuffle of *all* records, which stay
+    # as the standard update draws them (the counterfactual of analyses/counterfactual.py); False: the
+    # kept records are reshuffled into full minibatches (IIF).
+    in_place: bool = False
 
     @property
     def n_kept(self) -> int:

@@ -3,7 +3,9 @@
 Each epoch reshuffles the kept records and cuts them into minibatches of `batch_size` (the last
 one may be smaller, as in SB3, or skipped with `ppo.drop_last_minibatch`, as in the authors' filtered
 training), so fewer kept records mean fewer gradient steps: that saving is
-part of IIF's speed-up. Reweighting methods instead draw N ids with replacement by weight.
+part of IIF's speed-up. Reweighting methods instead draw N ids with replacement by weight. An
+in-place selection (the counterfactual analysis) keeps the standard update's minibatches and only
+takes the dropped records out of them.
 """
 
 from __future__ import annotations
@@ -29,14 +31,19 @@ def make_optimizer(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
 
 def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator,
                   drop_last: bool = False) -> Iterator[torch.Tensor]:
-    if selection.weights is None:
-        order = rng.permutation(np.flatnonzero(selection.keep))
-    else:
+    if selection.weights is not None:
         order = rng.choice(len(selection.keep), size=len(selection.keep), p=selection.weights)
+    else:
+        # In place, every record is shuffled (the same permutation as keeping all), then the dropped leave.
+        order = rng.permutation(np.flatnonzero(np.ones_like(selection.keep) if selection.in_place else selection.keep))
     ids = torch.from_numpy(order)
     end = len(ids) - len(ids) % batch_size if drop_last else len(ids)
     for start in range(0, end, batch_size):
-        yield ids[start:start + batch_size]
+        batch = ids[start:start + batch_size]
+        if selection.in_place:
+            batch = batch[torch.from_numpy(selection.keep[batch.numpy()])]
+        if len(batch):
+            yield batch
 
 
 # Called at θ_j before each optimizer step with the minibatch's record ids and normalised advantages

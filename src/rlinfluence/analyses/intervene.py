@@ -14,11 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from omegaconf import DictConfig
 
-from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
-from rlinfluence.checkpoint import load_snapshot
+from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds, matches_run, rerun_update
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
 from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection
@@ -33,10 +31,6 @@ def arm_selections(buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Gen
             RANDOM: DropRandom(100.0).select(buffer, scores, rng)}
 
 
-def same_weights(model: torch.nn.Module, state: dict) -> bool:
-    return all(torch.equal(value, state[name]) for name, value in model.state_dict().items())
-
-
 def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     start = before_round(trainer, run_dir, k)
     buffer = trainer.collect()
@@ -44,12 +38,11 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     rows = []
     seed = trainer.cfg.seed
     for arm, selection in arm_selections(buffer, scores, np.random.default_rng([seed, k])).items():
-        trainer.load_state_dict(start)
-        trainer.update(buffer, selection)
+        rerun_update(trainer, start, buffer, selection)
         row = {"env": trainer.cfg.env.name, "seed": seed, "round": k, "arm": arm, "n_records": len(buffer),
                "n_dropped": len(buffer) - selection.n_kept, "n_negative": int((scores < 0).sum())}
         row |= trainer.evaluator.evaluate(trainer.model, k)
-        row["matches_run"] = same_weights(trainer.model, load_snapshot(run_dir, k)["model"]) if arm == ALL else None
+        row["matches_run"] = matches_run(trainer, run_dir, k) if arm == ALL else None
         rows.append(row)
     return pd.DataFrame(rows)
 

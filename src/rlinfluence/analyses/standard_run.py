@@ -21,7 +21,9 @@ from tqdm import tqdm
 from rlinfluence import rundir
 from rlinfluence.checkpoint import load_snapshot
 from rlinfluence.config import ConfigError
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
+from rlinfluence.selection import Selection
 
 
 def standard_run_config(cfg: DictConfig) -> DictConfig:
@@ -53,6 +55,20 @@ def before_round(trainer: Trainer, run_dir: Path, k: int) -> dict:
     state = load_snapshot(run_dir, k - 1)
     trainer.load_state_dict(state)
     return state
+
+
+def rerun_update(trainer: Trainer, start: dict, buffer: RolloutBuffer, selection: Selection) -> None:
+    """Round k's update again on `selection`, from where the run stood when it began (θ_k, optimizer,
+    minibatch shuffle RNG): on every record it gives the run's own θ_k+1. A copy of `start` is loaded:
+    the optimizer adopts the state's tensors (Adam's moments), which its steps then change in place."""
+    trainer.load_state_dict(copy.deepcopy(start))
+    trainer.update(buffer, selection)
+
+
+def matches_run(trainer: Trainer, run_dir: Path, k: int) -> bool:
+    """Whether the trainer's weights equal, bit for bit, the run's after round k."""
+    snapshot = load_snapshot(run_dir, k)["model"]
+    return all(torch.equal(value, snapshot[name]) for name, value in trainer.model.state_dict().items())
 
 
 def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame) -> Path:

@@ -1,6 +1,6 @@
 """Every output `rlinfluence task=figures` makes: those drawn from runs (outputs.py), then Section 4's,
-drawn from the analyses' CSVs (section4.py)."""
+drawn from the analyses' CSVs (section4.py), then the counterfactual check's (counterfactual.py)."""
 
-from rlinfluence.figures import outputs, section4
+from rlinfluence.figures import counterfactual, outputs, section4
 
-OUTPUTS = outputs.OUTPUTS + section4.OUTPUTS
+OUTPUTS = outputs.OUTPUTS + section4.OUTPUTS + counterfactual.OUTPUTS

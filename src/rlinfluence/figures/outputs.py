@@ -33,6 +33,7 @@ class Arm:
 
     label: str
     tag: str
+    experiment: str | None = None  # the experiment of its runs, when not the output's (a baseline shared with it)
 
     def tag_for(self, env: str) -> str:
         return self.tag.format(p=format(paper.IIF_P[env], "g"))
@@ -76,18 +77,26 @@ class Runs:
     all_seeds: bool = False
 
     @property
+    def experiments(self) -> tuple[str, ...]:
+        """The output's experiment, then those of arms shared from other experiments."""
+        return tuple(dict.fromkeys([self.experiment, *(arm.experiment for arm in self.arms if arm.experiment)]))
+
+    @property
     def command(self) -> str:
-        return f"rlinfluence -m +experiment={self.overlay or self.experiment}"
+        overlays = [self.overlay or self.experiment, *self.experiments[1:]]
+        return " && ".join(f"rlinfluence -m +experiment={overlay}" for overlay in overlays)
 
     def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
-        labels = {arm.tag_for(env): arm.label for arm in self.arms}
-        rows = tidy[(tidy["experiment"] == self.experiment) & (tidy["env"] == env)
-                    & tidy["protocol"].isin(self.protocols) & tidy["method_tag"].isin(labels)]
-        seeds = {tag if protocol == CLEAN else f"{tag}-{protocol}":
-                 set(rows.loc[(rows["method_tag"] == tag) & (rows["protocol"] == protocol), "seed"])
-                 for tag in labels for protocol in self.protocols}
-        rows = rows.assign(arm=rows["method_tag"].map(labels))
-        return rows, seeds, set.intersection(*seeds.values())
+        parts, seeds = [], {}
+        for arm in self.arms:
+            experiment, tag = arm.experiment or self.experiment, arm.tag_for(env)
+            for protocol in self.protocols:
+                rows = tidy[(tidy["experiment"] == experiment) & (tidy["env"] == env)
+                            & (tidy["protocol"] == protocol) & (tidy["method_tag"] == tag)]
+                name = tag if protocol == CLEAN else f"{tag}-{protocol}"
+                seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = set(rows["seed"])
+                parts.append(rows.assign(arm=arm.label))
+        return pd.concat(parts).sort_index(), seeds, set.intersection(*seeds.values())
 
     def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
         """For each environment that lacks runs, why; empty when every environment is complete."""
@@ -215,7 +224,8 @@ def _summary_rows(per_seed: pd.DataFrame, keys: list[str], columns: dict[str, st
     per_seed = per_seed.sort_values(keys, key=lambda s: s.map(order) if s.name == "env" else s)
     rows = []
     for key, group in per_seed.groupby(keys, sort=False):
-        key_cells = {"Env": paper.ENV_TITLES[key[0]], **({"p (%)": f"{key[1]:g}"} if len(key) > 1 else {})}
+        second = {} if len(key) == 1 else {"p (%)": f"{key[1]:g}"} if keys[1] == "p" else {keys[1].capitalize(): key[1]}
+        key_cells = {"Env": paper.ENV_TITLES[key[0]], **second}
         ours = {header: _pm(group[col].mean(), group[col].std(), digits) for col, header in columns.items()}
         reported = paper_values(key) or {}
         theirs = {header: _pm(*reported[col], digits) if col in reported else MISSING_CELL
@@ -286,6 +296,18 @@ def table2_p_ablation(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 def table3_adam(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     return _efficiency_table(rows, (IIF,), ["env"], EFFICIENCY_COLUMNS,
                              lambda key: paper.TABLE3.get(key[0]), paper_seeds=3)
+
+
+# Beyond the paper: IIF under Adam with the influence Adam's step implies (influence.preconditioner=adam),
+# beside Table 3's IIF with plain influence; both against the same standard PPO runs.
+ADAM_ARMS = (replace(STANDARD, experiment="adam"), Arm("IIF, plain influence", IIF.tag, "adam"),
+             Arm("IIF, Adam-preconditioned influence", IIF.tag))
+
+
+def table3_preconditioner(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    plain = ADAM_ARMS[1].label
+    return _efficiency_table(rows, ADAM_ARMS[1:], ["env", "arm"], EFFICIENCY_COLUMNS,
+                             lambda key: paper.TABLE3.get(key[0]) if key[1] == plain else None, paper_seeds=3)
 
 
 def table4_final_return_ci(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
@@ -443,6 +465,11 @@ OUTPUTS: tuple[Output, ...] = (
     Output("table3_adam", "Table 3",
            "Training-efficiency gains of IIF, both arms with Adam. " + _SE_NOTE + " " + _RT_NOTE,
            Runs("adam", ("minigrid", "lunarlander"), (STANDARD, IIF), seeds=3), table3_adam),
+    Output("table3_adam_preconditioner", "Table 3, Adam-aware influence",
+           "IIF under Adam scoring records by ⟨P ∇ℓ_i, ∇L_f⟩, P = Adam's 1/(√v̂ + ε) at θ_k (round 1: P = I, no "
+           "second moment yet), against IIF with the paper's plain influence; both against the same standard PPO "
+           "(Adam) runs of Table 3; paper rows: Table 3's IIF. " + _SE_NOTE + " " + _RT_NOTE,
+           Runs("adam_preconditioner", ("minigrid", "lunarlander"), ADAM_ARMS, seeds=3), table3_preconditioner),
     Output("table4_final_return_ci", "Table 4",
            "95 % t-interval over seeds of the paired final-return gain IIF − standard PPO "
            "(return of each run's last evaluated round).",

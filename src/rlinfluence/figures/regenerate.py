@@ -83,7 +83,7 @@ def regenerate(data_dir: str | Path, out_dir: str | Path,
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     unfinished = []
     if runs_root is not None:
-        refresh_tidy_csvs(runs_root, data_dir, {output.runs.experiment for output in OUTPUTS})
+        refresh_tidy_csvs(runs_root, data_dir, {e for output in OUTPUTS for e in output.runs.experiments})
         unfinished = [d.relative_to(runs_root).as_posix() for d in scan_runs(runs_root).unfinished]
     tidy = load_tidy(data_dir)
     tidy.attrs[DATA_DIR] = data_dir  # where Section 4's outputs find their analyses' CSVs

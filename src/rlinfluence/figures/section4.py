@@ -40,7 +40,7 @@ class AnalysisData:
     seeds: int
     rounds: tuple[int, ...] = ()
     overrides: str = ""  # what the command needs beyond task, env and seed
-    experiment = None  # reads no run's tidy rows (regenerate.py refreshes those of the outputs' experiments)
+    experiments = ()  # reads no run's tidy rows (regenerate.py refreshes those of the outputs' experiments)
 
     @property
     def command(self) -> str:
