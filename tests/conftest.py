@@ -31,7 +31,7 @@ def tiny_config():
 
 
 def write_analyses(data_dir) -> None:
-    """Random rows in the shape task=diagnose, task=intervene and task=counterfactual write, for every env a
+    """Random rows in the shape task=diagnose, task=intervene, task=counterfactual and task=timeline write, for every env a
     figure reads."""
     rng = np.random.default_rng(0)
     for seed in range(3):
@@ -53,3 +53,11 @@ def write_analyses(data_dir) -> None:
                      "test_change": rng.normal()} for i, (kind, size) in enumerate(groups)]
             (data_dir / "analyses" / "counterfactual").mkdir(parents=True, exist_ok=True)
             pd.DataFrame(rows).to_csv(data_dir / "analyses" / "counterfactual" / f"{env}-seed{seed}.csv", index=False)
+    for env, obs_dim in (("acrobot", 6), ("highway", 25)):  # task=timeline: one seed, top records per round
+        rows = [{"env": env, "seed": 0, "round": k, "pi_target": k / 13, "roughness": rng.uniform(0, 0.01),
+                 "n_positive": 1000, "n_records": 2048, "target_state": str([0.5] * obs_dim), "target_action": 0,
+                 "rank": i + 1, "record": i, "influence": 10.0 - i, "action": int(rng.integers(3)),
+                 "advantage_gae": rng.normal(), "embedding_distance": rng.uniform(),
+                 **{f"obs_{d}": rng.normal() for d in range(obs_dim)}} for k in range(1, 13) for i in range(5)]
+        (data_dir / "analyses" / "timeline").mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(data_dir / "analyses" / "timeline" / f"{env}-seed0.csv", index=False)

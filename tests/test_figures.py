@@ -91,7 +91,7 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
            "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
            "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
            "fig3b_bottom_views_minigrid", "robust_curves",
-           "counterfactual_scatter"]
+           "counterfactual_scatter", "fig10_timeline_acrobot", "fig4_timeline_highway"]
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
