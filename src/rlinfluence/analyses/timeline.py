@@ -42,7 +42,6 @@ from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, che
 from rlinfluence.checkpoint import load_snapshot
 from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
-from rlinfluence.influence import compute_influence
 from rlinfluence.networks import ActorCritic
 from rlinfluence.round import Trainer
 from rlinfluence.targets import ActionTarget
@@ -162,8 +161,7 @@ def timeline_round(trainer: Trainer, run_dir: Path, k: int, target: ActionTarget
     cfg, settings = trainer.cfg, trainer.cfg.analysis.timeline
     before_round(trainer, run_dir, k)
     buffer = trainer.collect()
-    scores = compute_influence(trainer.model, buffer, target, cfg.ppo, cfg.influence, trainer.partition_rng,
-                               trainer.optimizer).cpu().numpy().astype(np.float64)
+    scores = trainer.attribution(buffer)(target).astype(np.float64)
     embeddings = embed(final, buffer.obs)
     top = np.argsort(-scores, kind="stable")[:settings.top]
     observations = buffer.obs[top].reshape(len(top), -1).numpy()
