@@ -104,7 +104,7 @@ def test_every_output_is_made_with_its_files(made):
     assert sorted(name for name, status, _ in results if status == "made") == sorted(FIGURES + TABLES)
     expected = {f"{name}{suffix}" for name in FIGURES for suffix in (".png", ".pdf")} | \
                {f"{name}{suffix}" for name in TABLES for suffix in (".md", ".tex")}
-    assert set(files(out_dir)) == expected | {"MISSING.md", "INDEX.md"}
+    assert set(files(out_dir)) == expected | {"MISSING.md", "INDEX.md", "PROGRESS.md"}
     assert all(size > 0 for size in map(len, files(out_dir).values()))
     assert "Every figure and table was made." in (out_dir / "MISSING.md").read_text()
 
@@ -257,6 +257,24 @@ def test_an_incomplete_env_is_left_out_of_the_output_and_listed(made, tmp_path):
     assert "Highway" not in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
     assert "Acrobot" in (tmp_path / "out" / "fig6b_efficiency.md").read_text()
     assert "main/highway: needs 5 seeds" in (tmp_path / "out" / "MISSING.md").read_text()
+
+
+def test_progress_counts_finished_runs_against_needed_ones(made, tmp_path):
+    every_run = [line for line in (made[2] / "PROGRESS.md").read_text().splitlines() if line.startswith("| `")]
+    assert len(every_run) > 20 and all(" ✓ | " in line for line in every_run)
+    assert "(100%)" in (made[2] / "PROGRESS.md").read_text()
+    tidy = load_tidy(made[1])
+    two_highway_runs_short = ~((tidy["experiment"] == "main") & (tidy["env"] == "highway") & (tidy["seed"] == 4)
+                               & tidy["method_tag"].isin(["iif-p50", "random-p50"]))
+    (tmp_path / "data").mkdir()
+    for experiment, rows in tidy[two_highway_runs_short].groupby("experiment"):
+        rows.to_csv(tmp_path / "data" / f"{experiment}.csv", index=False)
+    regenerate(tmp_path / "data", tmp_path / "out")
+    rows = {line.split(" | ")[1]: line for line in (tmp_path / "out" / "PROGRESS.md").read_text().splitlines()
+            if line.startswith("| `rlinfluence -m +experiment=main` |")}
+    # Fig. 6a needs PPO, IIF and random on 5 seeds: 15 runs, of which 13 are left.
+    assert "| 13 / 15 |" in rows["highway"] and "fig6a_learning_curves" in rows["highway"]
+    assert "| 15 / 15 ✓ |" in rows["acrobot"]
 
 
 def test_unfinished_runs_are_skipped_and_listed(tmp_path):

@@ -109,6 +109,14 @@ class Runs:
                               f"has {len(common)} in common (finished seeds per run name: {have})")
         return lines
 
+    def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
+        """Per environment: (finished runs that count towards the output, runs it needs)."""
+        counts = {}
+        for env in self.envs:
+            _, seeds, _ = self._env_runs(tidy, env)
+            counts[env] = (sum(min(len(s), self.seeds) for s in seeds.values()), self.seeds * len(seeds))
+        return counts
+
     def restricted_to(self, envs: tuple[str, ...]) -> "Runs":
         return replace(self, envs=envs)
 

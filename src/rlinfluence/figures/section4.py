@@ -62,6 +62,11 @@ class AnalysisData:
         return {env: f"analyses/{self.analysis}/{env}: needs {self.seeds} seeds{rounds}, has {len(seeds)}"
                 for env in self.envs if len(seeds := self._seeds(rows, env)) < self.seeds}
 
+    def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
+        """Per environment: (seeds analysed with every round, seeds the output needs)."""
+        rows = self.table(tidy)
+        return {env: (min(len(self._seeds(rows, env)), self.seeds), self.seeds) for env in self.envs}
+
     def restricted_to(self, envs: tuple[str, ...]) -> "AnalysisData":
         return replace(self, envs=envs)
 
