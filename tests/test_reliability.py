@@ -18,7 +18,7 @@ from conftest import TINY, compose_config
 from rlinfluence.checkpoint import RunDirError
 from rlinfluence.cli import announce_env_optimizer, run_task
 from rlinfluence.config import ConfigError
-from rlinfluence.rundir import config_hash, relative_run_dir, run_dir
+from rlinfluence.rundir import check_identity, config_hash, relative_run_dir, run_dir, write_identity
 from rlinfluence.validation import validate
 
 FROZENLAKE_STATE_0 = "target.state=[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"
@@ -103,6 +103,72 @@ def test_a_run_is_resumed_only_with_its_own_settings(tmp_path):
     with pytest.raises(RunDirError) as error:
         run_task(six)
     assert "ppo.gamma=0.9, this command has ppo.gamma=0.99" in str(error.value) and "force=true" in str(error.value)
+
+
+def made_before(path: Path, *keys: str) -> None:
+    """Edit the run's identity.json as if the run had been made before `keys` existed."""
+    identity = path / "identity.json"
+    stored = json.loads(identity.read_text())
+    for key in keys:
+        del stored["settings"][key]
+    identity.write_text(json.dumps(stored))
+
+
+SCHEDULES = ("ppo.lr_schedule", "ppo.clip_range_schedule")
+
+
+def test_a_run_made_before_a_key_existed_resumes_with_the_key_at_its_default(tmp_path):
+    three = tiny(tmp_path, "env.rounds=3")
+    run_task(three)
+    (run_dir(three) / "DONE").unlink()  # as if killed after its last round
+    made_before(run_dir(three), *SCHEDULES)
+    assert run_task(three)["done"]
+    assert set(SCHEDULES) <= json.loads((run_dir(three) / "identity.json").read_text())["settings"].keys()
+
+
+def test_a_key_the_run_predates_set_otherwise_is_refused_in_one_line(tmp_path):
+    three = tiny(tmp_path, "env.rounds=3")
+    run_task(three)
+    made_before(run_dir(three), *SCHEDULES)
+    # (Setting it otherwise changes the hash; only a moved default could bring the command to this dir.)
+    with pytest.raises(RunDirError) as error:
+        check_identity(run_dir(three), tiny(tmp_path, "env.rounds=3", "ppo.lr_schedule=linear"))
+    message = str(error.value)
+    assert ('ppo.lr_schedule="constant" (its default: the run predates the key), this command has '
+            'ppo.lr_schedule="linear" (1 setting(s) differ); force=true') in message and "\n" not in message
+
+
+def test_a_key_conf_no_longer_has_is_refused(tmp_path):
+    three = tiny(tmp_path, "env.rounds=3")
+    run_task(three)
+    identity = run_dir(three) / "identity.json"
+    stored = json.loads(identity.read_text())
+    stored["settings"]["ppo.retired"] = 1
+    identity.write_text(json.dumps(stored))
+    with pytest.raises(RunDirError, match='ppo.retired=1, this command has ppo.retired="<unset>"'):
+        check_identity(run_dir(three), three)
+
+
+@pytest.mark.parametrize("env", ["frozenlake", "acrobot", "minigrid", "lunarlander", "highway", "bipedalwalker",
+                                 "pong"])
+def test_new_keys_at_their_defaults_keep_every_existing_run(tmp_path, env):
+    """The schedules (keys added after hundreds of runs were made): every env's runs keep their paths,
+    and an identity written before the keys existed is the default command's run."""
+    cfg = compose_config([f"env={env}", "method=ppo"])
+    assert config_hash(cfg) is None
+    write_identity(tmp_path, cfg)
+    (tmp_path / "DONE").touch()
+    made_before(tmp_path, *SCHEDULES)
+    check_identity(tmp_path, cfg)
+
+
+def test_runs_made_before_the_schedules_keep_their_directories():
+    # Two run dirs of runs/ as they were made (identity.json: non_default eval.episodes=100, and
+    # eval.episodes=10 with influence.checkpoints=every_step).
+    assert str(relative_run_dir(compose_config(["env=acrobot", "method=ppo", "seed=5", "eval.episodes=100"]))) == \
+        "acrobot/sgd/ppo-92a12d/seed5"
+    assert config_hash(compose_config(["method=ppo", "eval.episodes=10", "influence.checkpoints=every_step"])) == \
+        "7d08a8"
 
 
 # ----------------------------------------------------------------------------- 3, 6. validated before it runs

@@ -86,6 +86,10 @@ class PPOConfig:
     normalize_advantage: bool = True
     # Skip each epoch's last, smaller minibatch (the authors' filtered training does; SB3 keeps it).
     drop_last_minibatch: bool = False
+    # How optimizer.lr and clip_range change over the run: constant, or linear (rl-zoo's `lin_<value>`,
+    # down to 0 at the last round; update.scheduled). No paper env uses linear; the Pong preset does.
+    lr_schedule: str = "constant"  # constant | linear
+    clip_range_schedule: str = "constant"  # constant | linear
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint, save_checkpoint, save_snapshot,
@@ -38,7 +38,7 @@ from rlinfluence.run_logger import RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Attribute, Selection, make_selection, numeric_p
 from rlinfluence.targets import make_target
-from rlinfluence.update import make_optimizer, ppo_update
+from rlinfluence.update import make_optimizer, ppo_update, scheduled
 
 NAN = float("nan")
 
@@ -94,15 +94,28 @@ class Trainer:
     def influence(self, buffer: RolloutBuffer) -> np.ndarray:
         return self.attribution(buffer)(self.target)
 
-    def step_influence(self, buffer: RolloutBuffer) -> StepInfluence | None:
-        """influence.checkpoints=every_step: the paper's multi-checkpoint influence, summed during the update."""
+    # Round k's update settings under ppo.lr_schedule and ppo.clip_range_schedule. The round-start
+    # influence needs neither: at θ_k every ratio is 1, where no clip range clips, and it has no η.
+
+    def learning_rate(self, k: int) -> float:
+        return scheduled(self.cfg.optimizer.lr, self.cfg.ppo.lr_schedule, k, self.cfg.env.rounds)
+
+    def ppo_settings(self, k: int) -> DictConfig:
+        clip_range = scheduled(self.cfg.ppo.clip_range, self.cfg.ppo.clip_range_schedule, k, self.cfg.env.rounds)
+        return OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range})
+
+    def step_influence(self, k: int, buffer: RolloutBuffer) -> StepInfluence | None:
+        """influence.checkpoints=every_step: the paper's multi-checkpoint influence, summed during round k's update."""
         if self.cfg.influence.checkpoints != "every_step":
             return None
-        return StepInfluence(self.model, buffer, self.target, self.cfg.ppo, self.cfg.optimizer.lr)
+        return StepInfluence(self.model, buffer, self.target, self.ppo_settings(k), self.learning_rate(k))
 
-    def update(self, buffer: RolloutBuffer, selection: Selection,
+    def update(self, k: int, buffer: RolloutBuffer, selection: Selection,
                step_influence: StepInfluence | None = None) -> dict[str, float]:
-        return ppo_update(self.model, self.optimizer, buffer, selection, self.cfg.ppo, self.shuffle_rng,
+        """Round k's PPO update (k sets the scheduled lr and clip range)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate(k)
+        return ppo_update(self.model, self.optimizer, buffer, selection, self.ppo_settings(k), self.shuffle_rng,
                           on_step=None if step_influence is None else step_influence.add_step)
 
     def evaluate(self, k: int) -> dict[str, float]:
@@ -119,13 +132,13 @@ class Trainer:
 
         buffer = self.collect()
         time_collect = lap()
-        step_influence = self.step_influence(buffer)
+        step_influence = self.step_influence(k, buffer)
         attribute = self.attribution(buffer) if self.method.needs_scores or step_influence else None
         scores = attribute(self.target) if attribute else None
         time_influence = lap()
         selection = self.method.select(buffer, scores, self.selection_rng, attribute)
         time_select = lap()
-        stats = self.update(buffer, selection, step_influence)  # its time includes every-step influence
+        stats = self.update(k, buffer, selection, step_influence)  # its time includes every-step influence
         time_update = lap()
         evaluation = self.evaluate(k)
         time_eval = lap()

@@ -7,7 +7,8 @@ The readable part names the paper's settings. <protocol> is absent for the clean
 the authors' (protocol=paper), else the names of the switches set. <hash> is absent when every other
 result-affecting setting has the default of the run's env and optimizer; else it is 6 hex digits of
 the settings that differ. `identity.json` in the run dir holds all the result-affecting settings, so a
-rerun resumes or skips the run only when they are equal.
+rerun resumes or skips the run only when they are equal (a key added to conf/ since the run was made
+counts at its default: `settings_as_now`).
 """
 
 from __future__ import annotations
@@ -173,8 +174,21 @@ def write_identity(path: Path, cfg: DictConfig) -> None:
     write_json(path / IDENTITY, identity(cfg))
 
 
+def settings_as_now(stored: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
+    """A run's stored identity settings, read with today's keys: a key the run predates counts as having
+    its current default for the run's env and optimizer (`default_settings`).
+
+    Sound because a new result-affecting key must default to the behaviour from before it existed;
+    so adding a key leaves every earlier run resumable, and only a command that sets it otherwise is
+    another run. The converse is not filled in: a stored key that conf/ no longer has stays, unmatched,
+    since whether today's code still does what its value said is unknown. (The rule cannot see a new
+    key's default moved after older runs were made: moving a default needs force=true on those runs.)"""
+    return {key: value for key, value in default_settings(cfg).items() if key not in stored} | stored
+
+
 def check_identity(path: Path, cfg: DictConfig) -> None:
-    """Refuse to continue a run made with other settings (a hand-edited conf/ can move a default).
+    """Refuse to continue a run made with other settings (a hand-edited conf/ can move a default); keys
+    added since the run was made count at their defaults (`settings_as_now`).
 
     A run dir from before identity.json cannot be checked: it is taken as this command's run, with a
     line saying so (its path was chosen by the paper's settings; refusing would strand every such run)."""
@@ -185,14 +199,15 @@ def check_identity(path: Path, cfg: DictConfig) -> None:
               f"command's run (force=true restarts it)", file=sys.stderr)
         return
     try:
-        stored = dict(json.loads((path / IDENTITY).read_text())["settings"])
+        recorded = dict(json.loads((path / IDENTITY).read_text())["settings"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise unreadable(path / IDENTITY, error) from None
-    settings = result_settings(cfg)
+    stored, settings = settings_as_now(recorded, cfg), result_settings(cfg)
     differing = sorted(key for key in stored.keys() | settings.keys()
                        if stored.get(key, UNSET) != settings.get(key, UNSET))
     if differing:
         key, count = differing[0], len(differing)
         was, now = json.dumps(stored.get(key, UNSET)), json.dumps(settings.get(key, UNSET))
-        raise RunDirError(f"{path} was made with {key}={was}, this command has {key}={now} "
+        predates = " (its default: the run predates the key)" if key in stored and key not in recorded else ""
+        raise RunDirError(f"{path} was made with {key}={was}{predates}, this command has {key}={now} "
                           f"({count} setting(s) differ); {RESTART}")

@@ -29,6 +29,18 @@ def make_optimizer(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.eps, foreach=True)
 
 
+def scheduled(value: float, schedule: str, k: int, rounds: int) -> float:
+    """A `ppo.*_schedule`d setting's value in round k's update (k = 1..rounds; `value` its config value).
+
+    linear is rl-zoo's `lin_<value>`: SB3 scales `value` by progress_remaining = 1 − steps done / total
+    steps, taken after the round's rollout is collected, so round k's update uses value·(1 − k/rounds):
+    round 1 value·(1 − 1/rounds), the last round 0 (an update that no longer moves the parameters,
+    as in SB3). A function of k alone, so a resumed or replayed round gets the same value."""
+    if schedule == "constant":
+        return value
+    return (1 - k / rounds) * value
+
+
 def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator,
                   drop_last: bool = False) -> Iterator[torch.Tensor]:
     if selection.weights is not None:

@@ -28,6 +28,7 @@ INFLUENCE_BACKENDS = ("jvp", "reference")
 INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
 INFLUENCE_PRECONDITIONERS = ("none", "adam")
 INFLUENCE_CHECKPOINTS = ("round_start", "every_step")
+SCHEDULES = ("constant", "linear")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -56,6 +57,8 @@ def validate(cfg: DictConfig) -> None:
     _require(0 < cfg.ppo.gamma <= 1, f"ppo.gamma={cfg.ppo.gamma} must be in (0, 1]")
     _require(0 <= cfg.ppo.gae_lambda <= 1, f"ppo.gae_lambda={cfg.ppo.gae_lambda} must be in [0, 1]")
     _one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
+    _one_of("ppo.lr_schedule", cfg.ppo.lr_schedule, SCHEDULES)
+    _one_of("ppo.clip_range_schedule", cfg.ppo.clip_range_schedule, SCHEDULES)
     _one_of("target.name", cfg.target.name, TARGETS)
     if cfg.target.name == "action":
         _require(cfg.target.state is not None and cfg.target.action is not None,

@@ -111,7 +111,7 @@ def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Eva
         test = evaluator.evaluate(trainer.model, k)["test_return"] if evaluator else float("nan")
         if kind == NONE:
             reference = {"f": f, "test": test}
-        plain, centred = predicted_changes(scores, removed, plan, cfg.optimizer.lr)
+        plain, centred = predicted_changes(scores, removed, plan, trainer.learning_rate(k))
         rows.append({"env": cfg.env.name, "seed": cfg.seed, "round": k, "kind": kind, "size": size, "group": index,
                      "n_removed": int(removed.sum()), "influence_sum": scores[removed].sum(),
                      "predicted_plain": plain, "predicted_centred": centred, "f_return": f,

@@ -61,8 +61,8 @@ def rerun_update(trainer: Trainer, start: dict, buffer: RolloutBuffer, selection
     """Round k's update again on `selection`, from where the run stood when it began (θ_k, optimizer,
     minibatch shuffle RNG): on every record it gives the run's own θ_k+1. A copy of `start` is loaded:
     the optimizer adopts the state's tensors (Adam's moments), which its steps then change in place."""
-    trainer.load_state_dict(copy.deepcopy(start))
-    trainer.update(buffer, selection)
+    completed = trainer.load_state_dict(copy.deepcopy(start))
+    trainer.update(completed + 1, buffer, selection)
 
 
 def matches_run(trainer: Trainer, run_dir: Path, k: int) -> bool:

@@ -1,0 +1,110 @@
+"""rl-zoo's linear lr and clip-range schedules (`ppo.lr_schedule`, `ppo.clip_range_schedule`): their
+values, that `constant` is the update as it was, and that resumed and replayed rounds get their own."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import compose_config
+from rlinfluence.analyses.standard_run import before_round, matches_run, rerun_update
+from rlinfluence.checkpoint import CHECKPOINT, snapshot_path
+from rlinfluence.cli import run_task
+from rlinfluence.config import ConfigError
+from rlinfluence.round import Trainer
+from rlinfluence.selection import Selection
+from rlinfluence.update import ppo_update, scheduled
+from rlinfluence.validation import validate
+
+LINEAR = ["ppo.lr_schedule=linear", "ppo.clip_range_schedule=linear"]
+
+
+def test_linear_is_the_zoos_lin_value_after_each_rounds_rollout():
+    # 10 rounds: round k's update has progress_remaining 1 - k/10 (SB3 counts the round's rollout as done).
+    assert scheduled(0.1, "linear", 1, 10) == pytest.approx(0.09)
+    assert scheduled(0.1, "linear", 5, 10) == pytest.approx(0.05)
+    assert scheduled(0.1, "linear", 10, 10) == 0.0
+    assert scheduled(2.5e-4, "linear", 2, 4) == pytest.approx(1.25e-4)
+    assert [scheduled(2.5e-4, "constant", k, 4) for k in (1, 2, 4)] == [2.5e-4] * 3
+
+
+def test_the_trainer_updates_with_the_rounds_values(tiny_config):
+    trainer = Trainer(tiny_config("env=frozenlake", "env.rounds=4", *LINEAR))  # sgd, lr 5e-3, clip 0.2
+    try:
+        assert trainer.learning_rate(1) == pytest.approx(3.75e-3)
+        assert trainer.ppo_settings(1).clip_range == pytest.approx(0.15)
+        assert trainer.ppo_settings(2).clip_range == pytest.approx(0.1) and trainer.cfg.ppo.clip_range == 0.2
+        buffer = trainer.collect()
+        trainer.update(2, buffer, Selection(np.ones(len(buffer), bool)))
+        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-3)
+        before = {name: value.clone() for name, value in trainer.model.state_dict().items()}
+        trainer.update(4, buffer, Selection(np.ones(len(buffer), bool)))  # lr 0: SGD leaves θ as it is
+        assert all(torch.equal(value, before[name]) for name, value in trainer.model.state_dict().items())
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_constant_is_the_update_with_the_configured_values(tiny_config, optimizer):
+    """Trainer.update under the default schedules equals ppo_update called with the config as it was
+    before schedules existed, bit for bit."""
+    overrides = ["env=lunarlander", f"optimizer={optimizer}"]
+    scheduled_run, plain_run = Trainer(tiny_config(*overrides)), Trainer(tiny_config(*overrides))
+    try:
+        for k in (1, 2):
+            buffer = scheduled_run.collect()
+            assert torch.equal(buffer.obs, plain_run.collect().obs)
+            keep = Selection(np.ones(len(buffer), bool))
+            stats = scheduled_run.update(k, buffer, keep)
+            assert stats == ppo_update(plain_run.model, plain_run.optimizer, buffer, keep, plain_run.cfg.ppo,
+                                       plain_run.shuffle_rng)
+        for name, value in scheduled_run.model.state_dict().items():
+            assert torch.equal(value, plain_run.model.state_dict()[name]), name
+    finally:
+        scheduled_run.close()
+        plain_run.close()
+
+
+def read_rows(path):
+    with open(path, newline="") as handle:
+        return [{key: value for key, value in row.items() if not key.startswith("time_")}
+                for row in csv.DictReader(handle)]
+
+
+def test_a_linear_run_resumes_and_replays_its_rounds_exactly(tmp_path, tiny_config):
+    cfg = tiny_config("env=frozenlake", "method=ppo", "env.rounds=4", "checkpoint.snapshots=true", *LINEAR)
+    run_task(cfg, tmp_path / "run")
+    # Resumed after round 2, as if killed there: rounds 3 and 4 again with their own lr and clip.
+    shutil.copytree(tmp_path / "run", tmp_path / "resumed")
+    shutil.copy(snapshot_path(tmp_path / "resumed", 2), tmp_path / "resumed" / CHECKPOINT)
+    (tmp_path / "resumed" / "DONE").unlink()
+    run_task(cfg, tmp_path / "resumed")
+    assert read_rows(tmp_path / "resumed" / "metrics.csv") == read_rows(tmp_path / "run" / "metrics.csv")
+    # The analyses' replay of round 3 from its snapshot gives the run's θ_4.
+    trainer = Trainer(cfg)
+    try:
+        start = before_round(trainer, tmp_path / "run", 3)
+        buffer = trainer.collect()
+        rerun_update(trainer, start, buffer, Selection(np.ones(len(buffer), bool)))
+        assert matches_run(trainer, tmp_path / "run", 3)
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("key", ["ppo.lr_schedule", "ppo.clip_range_schedule"])
+def test_an_unknown_schedule_is_one_line_naming_the_key_and_the_choices(key):
+    with pytest.raises(ConfigError) as error:
+        validate(compose_config([f"{key}=cosine"]))
+    assert str(error.value) == f"{key}='cosine' is not one of: constant, linear"
+
+
+def test_pong_decays_lr_and_clip_as_the_zoo_and_no_other_env_does():
+    pong = compose_config(["env=pong"]).ppo
+    assert (pong.lr_schedule, pong.clip_range_schedule, pong.clip_range) == ("linear", "linear", 0.1)
+    for env in ("frozenlake", "acrobot", "minigrid", "lunarlander", "highway", "bipedalwalker"):
+        ppo = compose_config([f"env={env}"]).ppo
+        assert (ppo.lr_schedule, ppo.clip_range_schedule) == ("constant", "constant"), env
