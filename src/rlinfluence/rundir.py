@@ -102,6 +102,9 @@ NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force"
 COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method")
 # Result-affecting, but named by the readable path already.
 IN_PATH = ("seed", *(key for key, _, _ in PROTOCOL_SWITCHES))
+# Settings added after run dirs were first made (the language-model path): at these values they are left
+# out of a run's settings, so a control run's identity is what it was before they existed.
+ADDED_LATER = {"env.agent": "control", "env.lm": None, "model": None}
 UNSET = "<unset>"  # a key the config lacks (deleted with ~key, or added with +key on the other side)
 
 
@@ -122,7 +125,8 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     tree = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
             for key in cfg if key not in NOT_RESULT_AFFECTING}
     settings = _flatten(tree)
-    return {key: settings[key] for key in sorted(settings) if not _under(key, COMPARED_ELSEWHERE)}
+    return {key: settings[key] for key in sorted(settings) if not _under(key, COMPARED_ELSEWHERE)
+            and not (key in ADDED_LATER and settings[key] == ADDED_LATER[key])}
 
 
 _defaults_cache: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
