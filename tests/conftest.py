@@ -6,6 +6,8 @@ import os
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+for _offline in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):  # tests never touch the Hub
+    os.environ.setdefault(_offline, "1")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

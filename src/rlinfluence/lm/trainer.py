@@ -58,12 +58,14 @@ class LMTrainer:
         require_one_of("model.dtype", cfg.model.dtype, tuple(DTYPES))
         lm = cfg.env.lm
         for key in ("query_tokens", "response_tokens"):
-            low, high = (list(lm[key]) + [0, 0])[:2]
-            if len(lm[key]) != 2 or not 0 < low <= high:
+            bounds = list(lm[key])
+            if len(bounds) != 2 or not 0 < bounds[0] <= bounds[1]:
                 raise ConfigError(f"env.lm.{key}={list(lm[key])} must be [min, max] with 0 < min <= max")
         for key in ("val_size", "generation_batch", "eval_new_tokens"):
             if lm[key] <= 0:
                 raise ConfigError(f"env.lm.{key}={lm[key]} must be > 0")
+        # The LM influence is the plain round-start inner product (lm/influence.py); the control path's variants
+        # of it do not apply.
         require_one_of("influence.preconditioner", cfg.influence.preconditioner, ("none",))
         require_one_of("influence.checkpoints", cfg.influence.checkpoints, ("round_start",))
         if cfg.model.path != TINY:
