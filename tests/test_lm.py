@@ -183,6 +183,7 @@ def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
     (["env.lm.val_size=0"], "env.lm.val_size"),
     (["model.dtype=int8"], "model.dtype"),
     (["env.lm.reward_model=facebook/roberta-hate-speech-dynabench-r4-target"], "env.lm.reward_model"),
+    (["task=diagnose"], "task=diagnose"),
 ])
 def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
     from rlinfluence.config import ConfigError

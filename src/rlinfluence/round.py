@@ -9,7 +9,8 @@
         log(row); checkpoint(k)                          # metrics.csv first, W&B mirror; resumable
 
 Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
-config and in the strategy objects (selection, target, action head), never in this loop.
+config and in the strategy objects (selection, target, action head), never in this loop. `train` drives
+an agent (agents.py): `Trainer` below for the control envs, lm/trainer.py's for language models.
 """
 
 from __future__ import annotations

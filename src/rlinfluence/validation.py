@@ -3,7 +3,8 @@
 The schemas (config.py) reject a misspelt key or a wrong type when Hydra composes the config;
 `validate` rejects values that are well-typed but cannot run (p outside (0, 100], no evaluation
 episode, an f_action target that does not fit the env, an unknown method), each with one line naming
-the key and what is allowed. It sits above the method registry and the envs it consults.
+the key and what is allowed. It sits above the method registry and the envs it consults; the agent that
+`env.agent` names (agents.py) checks what is its own (targets; the language-model agent its model and data).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rlinfluence.agents import AGENTS, agent_class
 from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
 from rlinfluence.selection import SELECTION_METHODS
-from rlinfluence.tasks import task_names
+from rlinfluence.tasks import TRAIN, task_names
 
 OPTIMIZERS = ("sgd", "adam")
 LOGGER_MODES = ("offline", "online", "disabled")
@@ -57,6 +58,9 @@ def validate(cfg: DictConfig) -> None:
     _require(0 <= cfg.ppo.gae_lambda <= 1, f"ppo.gae_lambda={cfg.ppo.gae_lambda} must be in [0, 1]")
     require_one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
     require_one_of("env.agent", cfg.env.agent, tuple(AGENTS))
+    _require(cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
+             f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
+             f"task=train or task=figures")
     agent_class(cfg.env.agent).check_config(cfg)  # the targets, models and data it can run with
     require_one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     require_one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
