@@ -5,28 +5,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 
+from conftest import lm_rows
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.rlhf import LM_CSV, RUN_KEY, refresh_lm_csv
 from rlinfluence.rundir import DONE, IDENTITY
-
-
-def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFrame:
-    rng = np.random.default_rng(0)
-    rows = []
-    for method, target in (("ppo", "seq"), ("iif", "seq"), ("random", "seq"), ("iif", "return")):
-        for seed in range(3):
-            for k in range(rounds + 1):
-                rows.append({"experiment": experiment, "env": env, "model": model, "method": method,
-                             "method_tag": method if method == "ppo" else f"{method}-p100", "target": target,
-                             "seed": seed, "round": k, "train_return": k * 0.1 + rng.normal(0, 0.01),
-                             "test_return": rng.normal(), "test_toxicity": 0.5 - 0.05 * k, "n_records": 64,
-                             "n_kept": 64 if method == "ppo" else 32, "time_collect": 0.5, "time_forward": 0.2,
-                             "time_influence": 0.0 if method == "ppo" else 1.0,
-                             "time_update": 3.0 if method == "ppo" else 1.0, "time_eval": 0.4})
-    return pd.DataFrame(rows)
 
 
 def test_rlhf_outputs_are_drawn_when_their_runs_exist_and_listed_with_a_gpu_command_otherwise(tmp_path):
