@@ -6,6 +6,8 @@ import os
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+for _offline in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):  # tests never touch the Hub
+    os.environ.setdefault(_offline, "1")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -61,3 +63,30 @@ def write_analyses(data_dir) -> None:
                  **{f"obs_{d}": rng.normal() for d in range(obs_dim)}} for k in range(1, 13) for i in range(5)]
         (data_dir / "analyses" / "timeline").mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(data_dir / "analyses" / "timeline" / f"{env}-seed0.csv", index=False)
+
+
+def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFrame:
+    """Rows in the shape of the language-model runs' tidy CSV (figures/rlhf.py): every arm of Fig. 7, Fig. 16
+    and Table 6, 3 seeds; IIF keeps half the records and halves the update time."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for method, target in (("ppo", "seq"), ("iif", "seq"), ("random", "seq"), ("iif", "return")):
+        for seed in range(3):
+            for k in range(rounds + 1):
+                rows.append({"experiment": experiment, "env": env, "model": model, "method": method,
+                             "method_tag": method if method == "ppo" else f"{method}-p100", "target": target,
+                             "seed": seed, "round": k, "train_return": k * 0.1 + rng.normal(0, 0.01),
+                             "test_return": rng.normal(), "test_toxicity": 0.5 - 0.05 * k, "n_records": 64,
+                             "n_kept": 64 if method == "ppo" else 32, "time_collect": 0.5, "time_forward": 0.2,
+                             "time_influence": 0.0 if method == "ppo" else 1.0,
+                             "time_update": 3.0 if method == "ppo" else 1.0, "time_eval": 0.4})
+    return pd.DataFrame(rows)
+
+
+def write_lm_runs(data_dir) -> None:
+    """The language-model runs' CSV with every run the RLHF outputs need, paper scale and tiny world."""
+    from rlinfluence.figures.rlhf import LM_CSV
+
+    (data_dir / LM_CSV).parent.mkdir(parents=True, exist_ok=True)
+    pd.concat([lm_rows("rlhf", "toxicity", "gpt_neo_2p7b"), lm_rows("rlhf_tiny", "toxicity_tiny", "tiny")]).to_csv(
+        data_dir / LM_CSV, index=False)

@@ -12,14 +12,19 @@ from omegaconf.errors import ValidationError
 
 from conftest import compose_config
 from rlinfluence.config import ConfigError
+from rlinfluence.lm.hub import HubAssetMissing
 from rlinfluence.paths import CONFIG_DIR
 from rlinfluence.rundir import relative_run_dir, run_dir
 from rlinfluence.validation import validate
 
-GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher"]
+GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher", "model"]
 # Options that need extra values before they can run.
 REQUIRED_EXTRAS = {("target", "action"): [f"target.state=[{','.join(['1'] + ['0'] * 15)}]", "target.action=[0]"],
                    ("method", "advantage"): ["method.variant=h1"]}
+# Options of the language-model path, composed with the offline LM env.
+LM_OPTIONS = {("target", "seq"), ("model", "tiny"), ("model", "gpt_neo_125m"), ("model", "gpt_neo_2p7b")}
+# Options that name a Hugging Face model or data set (refused in one line on a machine without it).
+NEEDS_HUB = {("env", "toxicity"), ("model", "gpt_neo_125m"), ("model", "gpt_neo_2p7b")}
 # Options that preset another option's setting (p=auto), with the method they run.
 PRESETS = {("method", "iif_auto"): "iif", ("method", "iif_guard_auto"): "iif_guard"}
 
@@ -32,8 +37,12 @@ def options(group: str) -> list[str]:
 def test_every_group_option_composes_and_validates(group, option):
     extras = REQUIRED_EXTRAS.get((group, option), [])
     base = ["env=frozenlake"] if group == "method" else []  # methods need an env they support
+    base = ["env=toxicity_tiny"] if (group, option) in LM_OPTIONS else base
     cfg = compose_config(base + [f"{group}={option}"] + extras)
-    validate(cfg)
+    try:
+        validate(cfg)
+    except HubAssetMissing as error:  # a machine without the model / data set: refused in one line
+        assert (group, option) in NEEDS_HUB and "HF_HOME" in str(error)
     if group in cfg and "name" in cfg[group]:
         assert cfg[group].name == PRESETS.get((group, option), option)
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures import catalogue
 from rlinfluence.figures.outputs import OUTPUTS
-from conftest import write_analyses
+from conftest import write_analyses, write_lm_runs
 from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
 
@@ -82,6 +82,7 @@ def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
     write_every_needed_run(root / "runs")
     write_analyses(root / "data")
+    write_lm_runs(root / "data")
     results = regenerate(root / "data", root / "out", runs_root=root / "runs")
     return results, root / "data", root / "out"
 
@@ -91,12 +92,14 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
            "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
            "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
            "fig3b_bottom_views_minigrid", "robust_curves",
-           "counterfactual_scatter", "fig10_timeline_acrobot", "fig4_timeline_highway"]
+           "counterfactual_scatter", "fig10_timeline_acrobot", "fig4_timeline_highway",
+           "fig7_rlhf", "fig16_rlhf_targets", "fig7_rlhf_tiny", "fig16_rlhf_targets_tiny"]
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
           "intervention_summary", "robust_collapse_frozenlake", "robust_efficiency",
-          "table3_adam_preconditioner", "counterfactual_correlations"]
+          "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
+          "table6_rlhf_runtime_tiny"]
 
 
 def test_every_output_is_made_with_its_files(made):

@@ -33,8 +33,82 @@ class LearningRates:
 
 
 @dataclass
+class KLControlConfig:
+    """The adaptive KL controller of LM-PPO (Ziegler et al. 2019, as TRL 0.5 runs it)."""
+
+    init: float = 0.04  # the per-token KL penalty coefficient before the first update
+    target: float = 0.1  # the sequence KL the coefficient steers towards
+    horizon: int = 10000  # records over which a full proportional correction is applied
+
+
+@dataclass
+class LMEnvConfig:
+    """The language-model side of an env (env.agent=lm): prompts, reward, evaluation, LM-PPO settings.
+
+    Data sets and models are Hugging Face names, loaded with `datasets`/`transformers`; `tiny` names the
+    offline stand-ins that lm/tiny.py builds (env=toxicity_tiny)."""
+
+    prompts: str = "allenai/real-toxicity-prompts"
+    min_prompt_toxicity: float = 0.3  # train prompts: toxicity above this
+    query_tokens: list[int] = field(default_factory=lambda: [10, 14])  # query length drawn in [min, max]
+    response_tokens: list[int] = field(default_factory=lambda: [28, 29])  # new tokens, drawn per round
+    min_new_tokens: int = 6  # TRL's min_length=20 counted the 10-14 prompt tokens
+    test_fraction: float = 0.2  # the tail of the prompt set held out (the val prompts come from it)
+    val_size: int = 1024  # held-out prompts the influence target f_seq generates on each round
+    reward_model: str = "facebook/roberta-hate-speech-dynabench-r4-target"
+    reward_label: str = "nothate"  # reward = this label's raw logit on the response text
+    eval_prompts: str = "OxAISH-AL-LLM/wiki_toxic"
+    eval_classifier: str = "DaNLP/da-electra-hatespeech-detection"
+    eval_new_tokens: int = 30
+    eval_top_k: int = 50  # the evaluation samples with generate()'s defaults (top_k 50)
+    generation_batch: int = 64  # sequences generated / scored / attributed per forward pass
+    value_clip: float = 0.2  # cliprange_value
+    ratio_threshold: float = 10.0  # a minibatch whose mean ratio exceeds this is skipped (TRL)
+    kl: KLControlConfig = field(default_factory=KLControlConfig)
+    # The authors' influence differentiated pg_loss + vf_coef * vf_loss, so the value loss reached the
+    # LoRA weights through the shared backbone (paper-spec 9). false: the policy loss alone.
+    influence_value_loss: bool = False
+
+
+@dataclass
+class LoraSettings:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    targets: list[str] = field(default_factory=lambda: ["q_proj", "v_proj"])
+
+
+@dataclass
+class TinyModelConfig:
+    """The offline model of model=tiny: a byte-level BPE tokenizer and a small GPT-Neo, both trained by
+    lm/tiny.py on a corpus it generates, then cached (the recipe's hash names the cache entry)."""
+
+    vocab_size: int = 512
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    corpus_sentences: int = 4000
+    pretrain_steps: int = 600
+    pretrain_batch: int = 32
+    pretrain_lr: float = 3e-3
+
+
+@dataclass
+class ModelConfig:
+    """The policy LM (model=<name>): a Hugging Face causal LM name, or `tiny` (built offline)."""
+
+    name: str = MISSING
+    path: str = MISSING  # a Hugging Face id or local dir; `tiny` for the offline model
+    dtype: str = "float32"  # float32 | bfloat16
+    random_init: bool = False  # the architecture of `path` with random weights (for timing without weights)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+
+@dataclass
 class EnvConfig:
     name: str = MISSING
+    agent: str = "control"  # control | lm: which trainer the round loop drives (agents.py)
     id: str = MISSING
     make_kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: list[str] = field(default_factory=list)
@@ -48,6 +122,7 @@ class EnvConfig:
     # A name in envs.STATE_KEYS for envs with a small discrete state (FrozenLake, MiniGrid): the
     # collector then stores each record's state id, which Monte-Carlo advantages group by.
     state_key: Optional[str] = None
+    lm: Optional[LMEnvConfig] = None  # env.agent=lm: prompts, reward, evaluation, LM-PPO settings
 
 
 @dataclass
@@ -67,7 +142,7 @@ class OptimizerConfig:
 
 @dataclass
 class TargetConfig:
-    name: str = "return"  # return | action
+    name: str = "return"  # return | action (control); seq | return (lm)
     state: Optional[list[float]] = None  # f_action: the state s* (one-hot/flat observation)
     action: Optional[list[float]] = None  # f_action: the action a* (one entry for discrete actions)
 
@@ -209,6 +284,7 @@ class Config:
     device: str = "cpu"  # cpu | cuda (cuda pays off for the image envs; everything runs on cpu)
     progress: bool = True
     env: EnvConfig = field(default_factory=EnvConfig)
+    model: Optional[ModelConfig] = None  # the policy LM of env.agent=lm (model=<name>); none for control envs
     method: MethodConfig = field(default_factory=MethodConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     target: TargetConfig = field(default_factory=TargetConfig)

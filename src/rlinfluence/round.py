@@ -9,7 +9,8 @@
         log(row); checkpoint(k)                          # metrics.csv first, W&B mirror; resumable
 
 Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
-config and in the strategy objects (selection, target, action head), never in this loop.
+config and in the strategy objects (selection, target, action head), never in this loop. `train` drives
+an agent (agents.py): `Trainer` below for the control envs, lm/trainer.py's for language models.
 """
 
 from __future__ import annotations
@@ -26,25 +27,40 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from rlinfluence.agents import make_agent
 from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint, save_checkpoint, save_snapshot,
                                     write_json)
 from rlinfluence.collect import TrainEnvs, collect_rollout
+from rlinfluence.config import ConfigError
 from rlinfluence.evaluation import Evaluator
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
-from rlinfluence.run_logger import RunLogger, rows_to_resume
+from rlinfluence.run_logger import COLUMNS, RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Attribute, Selection, make_selection, numeric_p
 from rlinfluence.targets import make_target
 from rlinfluence.update import make_optimizer, ppo_update, scheduled
+from rlinfluence.validation import check_action_target, require_one_of
 
 NAN = float("nan")
 
 
 class Trainer:
-    """Everything a run owns: envs, policy, optimizer, every RNG; and their checkpointable state."""
+    """The control agent (env.agent=control, agents.py): everything a run owns (envs, policy, optimizer,
+    every RNG) and their checkpointable state."""
+
+    columns = COLUMNS
+    TARGETS = ("return", "action")
+
+    @classmethod
+    def check_config(cls, cfg: DictConfig) -> None:
+        require_one_of("target.name", cfg.target.name, cls.TARGETS)
+        if cfg.target.name == "action":
+            if cfg.target.state is None or cfg.target.action is None:
+                raise ConfigError("target=action needs target.state and target.action (the s* and a* of f_action)")
+            check_action_target(cfg.env, list(cfg.target.state), list(cfg.target.action), "target")
 
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
@@ -219,14 +235,15 @@ def read_resume(run_dir: Path) -> Resume:
 
 
 def train(cfg: DictConfig, run_dir: Path, resume: Resume) -> dict[str, Any]:
-    """Run (or resume) one training run in the existing `run_dir`; returns its summary."""
+    """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
+    (agents.py); returns its summary."""
     torch.set_num_threads(cfg.torch_threads)
-    trainer = Trainer(cfg)
+    trainer = make_agent(cfg)
     start = trainer.load_state_dict(resume.checkpoint) + 1 if resume.checkpoint else 0
     if resume.checkpoint:
         print(f"rlinfluence: resuming {run_dir} from round {start - 1} of {cfg.env.rounds}", file=sys.stderr)
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
-    logger = RunLogger(cfg, run_dir, name, resume.rows)
+    logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
     exit_code, summary = 1, None
     progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
                     disable=not cfg.progress, unit="round")

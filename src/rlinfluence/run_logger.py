@@ -25,12 +25,16 @@ COLUMNS = [
     "time_collect", "time_influence", "time_select", "time_update", "time_eval",
     "influence_step_spearman",  # influence.checkpoints=every_step only
 ]
+# The language-model agent's columns beyond those (lm/trainer.py): test toxicity, the KL controller, and
+# the forward passes' time (Table 6 splits a round into generation & scoring, forward, influence, update).
+LM_COLUMNS = ["test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl", "time_forward"]
 # W&B panel sections, CleanRL style ("charts/...", "losses/...").
 SECTIONS = {
     "charts": ("test_return", "test_return_sem", "train_return", "env_steps"),
     "selection": ("n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps", "influence_step_spearman"),
     "losses": ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
-    "time": ("time_collect", "time_influence", "time_select", "time_update", "time_eval"),
+    "time": ("time_collect", "time_influence", "time_select", "time_update", "time_eval", "time_forward"),
+    "lm": ("test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl"),
 }
 
 
@@ -79,7 +83,7 @@ class WandbMirror:
         if self.run is None:
             return
         data = {f"{section}/{key}": row[key] for section, keys in SECTIONS.items() for key in keys
-                if not (isinstance(row[key], float) and math.isnan(row[key]))}
+                if key in row and not (isinstance(row[key], float) and math.isnan(row[key]))}
         try:
             self.run.log(data, step=int(row["round"]))
         except Exception as error:  # noqa: BLE001
@@ -97,11 +101,14 @@ class WandbMirror:
 
 
 class RunLogger:
-    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, kept: list[dict[str, str]]):
-        """`kept`: the rows a resumed run keeps (`rows_to_resume`); the file restarts with them."""
+    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, kept: list[dict[str, str]],
+                 columns: list[str] = COLUMNS):
+        """`kept`: the rows a resumed run keeps (`rows_to_resume`); the file restarts with them.
+        `columns`: the agent's metrics.csv columns."""
         self.path = run_dir / METRICS
+        self.columns = columns
         with open(self.path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, COLUMNS)
+            writer = csv.DictWriter(handle, columns)
             writer.writeheader()
             writer.writerows(kept)
         self.last_test_return: float | None = None  # of the latest evaluated round, resumed rows included
@@ -115,7 +122,7 @@ class RunLogger:
 
     def log(self, row: dict[str, Any]) -> None:
         with open(self.path, "a", newline="") as handle:
-            csv.DictWriter(handle, COLUMNS).writerow({key: row[key] for key in COLUMNS})
+            csv.DictWriter(handle, self.columns).writerow({key: row[key] for key in self.columns})
             handle.flush()
             os.fsync(handle.fileno())
         self._remember(float(row["test_return"]))

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.outputs import Output
+from rlinfluence.figures.rlhf import refresh_lm_csv
 from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
 from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.figures.runs import load_tidy, refresh_tidy_csvs, scan_runs
@@ -109,6 +110,7 @@ def regenerate(data_dir: str | Path, out_dir: str | Path,
     unfinished = []
     if runs_root is not None:
         refresh_tidy_csvs(runs_root, data_dir, {e for output in OUTPUTS for e in output.runs.experiments})
+        refresh_lm_csv(runs_root, data_dir)
         unfinished = [d.relative_to(runs_root).as_posix() for d in scan_runs(runs_root).unfinished]
     tidy = load_tidy(data_dir)
     tidy.attrs[DATA_DIR] = data_dir  # where Section 4's outputs find their analyses' CSVs

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlinfluence.rundir import DONE
+from rlinfluence.rundir import DONE, IDENTITY
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,14 @@ def scan_runs(runs_root: str | Path) -> RunScan:
     )
 
 
+def run_agent(run_dir: Path) -> str:
+    """The agent that made a run (agents.py): its identity names env.agent only for the language-model
+    agent, whose runs have their own tidy CSV (figures/rlhf.py)."""
+    path = run_dir / IDENTITY
+    settings = json.loads(path.read_text())["settings"] if path.exists() else {}
+    return settings.get("env.agent", "control")
+
+
 def _read_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
@@ -63,16 +71,17 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
 
 
 def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
-    """One row per (finished run, round) under `runs_root`, columns TIDY_COLUMNS.
+    """One row per (finished control run, round) under `runs_root`, columns TIDY_COLUMNS.
 
     Runs without DONE are skipped and logged; `scan_runs` lists them.
     """
     scan = scan_runs(runs_root)
     for run_dir in scan.unfinished:
         log.warning("skipping unfinished run (no DONE): %s", run_dir)
-    if not scan.finished:
+    finished = [run_dir for run_dir in scan.finished if run_agent(run_dir) == "control"]
+    if not finished:
         return pd.DataFrame(columns=TIDY_COLUMNS)
-    tidy = sort_tidy(pd.concat([_read_run(d) for d in scan.finished], ignore_index=True))
+    tidy = sort_tidy(pd.concat([_read_run(d) for d in finished], ignore_index=True))
     _check_unique_runs(tidy, str(runs_root))
     return tidy
 

@@ -1,0 +1,210 @@
+"""The RLHF outputs (paper §5.3): Fig. 7 (training reward and test toxicity against round), Fig. 16 (f_seq
+against f_return against standard PPO) and Table 6 (per-round seconds of each stage), drawn from the
+language-model runs' own tidy CSV, `<data_dir>/lm/runs.csv` (their metrics have columns the control
+runs' tidy table has not: test toxicity, the forward stage's time).
+
+`LMRuns` stands where an `Output` of outputs.py has its `Runs`: which runs an output needs (env, model,
+arms as method tag + target, seeds), whether the CSV has them, and the command that makes them.
+`refresh_lm_csv` adds the finished language-model runs of a runs folder to the CSV.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from rlinfluence import metrics
+from rlinfluence.figures import paper
+from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm
+from rlinfluence.figures.render import figure_style
+from rlinfluence.figures.runs import CSV_FLOAT_FORMAT, run_agent, scan_runs
+from rlinfluence.figures.section4 import DATA_DIR
+from rlinfluence.rundir import IDENTITY
+
+LM_CSV = Path("lm") / "runs.csv"
+RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "seed"]
+ROUND_COLUMNS = ["round", "train_return", "test_return", "test_toxicity", "n_records", "n_kept", "time_collect",
+                 "time_forward", "time_influence", "time_update", "time_eval"]
+RUN_KEY = ["experiment", "env", "model", "method_tag", "target", "seed"]
+STAGES = {"time_collect": "generation & scoring", "time_forward": "forward", "time_influence": "influence",
+          "time_update": "optimisation"}
+
+
+@dataclass(frozen=True)
+class LMArm:
+    label: str
+    method: str  # method.name; with p = 100 its tag is `<method>-p100`
+    target: str = "seq"
+
+    @property
+    def tag(self) -> str:
+        return self.method if self.method == "ppo" else f"{self.method}-p100"
+
+
+STANDARD, IIF, RANDOM = LMArm("Standard PPO", "ppo"), LMArm("IIF", "iif"), LMArm("Random", "random")
+IIF_RETURN = LMArm("IIF, f_return", "iif", "return")
+
+
+@dataclass(frozen=True)
+class LMRuns:
+    experiment: str
+    envs: tuple[str, ...]  # one env; a tuple as regenerate.py restricts outputs by env
+    model: str
+    arms: tuple[LMArm, ...]
+    seeds: int
+    device: str = "cuda"
+    experiments = ()  # reads no row of the control runs' tidy table
+
+    @property
+    def command(self) -> str:
+        seeds = ",".join(map(str, range(self.seeds)))
+        by_target: dict[str, list[str]] = {}
+        for arm in self.arms:
+            by_target.setdefault(arm.target, []).append(arm.method)
+        return " && ".join(
+            f"rlinfluence -m env={self.envs[0]} model={self.model} method={','.join(methods)} target={target} "
+            f"seed={seeds} experiment_name={self.experiment} device={self.device}"
+            for target, methods in by_target.items())
+
+    def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
+        path = Path(tidy.attrs[DATA_DIR]) / LM_CSV
+        return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS)
+
+    def _arm_rows(self, rows: pd.DataFrame, arm: LMArm) -> pd.DataFrame:
+        return rows[(rows["experiment"] == self.experiment) & (rows["env"] == self.envs[0])
+                    & (rows["model"] == self.model) & (rows["method_tag"] == arm.tag) & (rows["target"] == arm.target)]
+
+    def _common_seeds(self, rows: pd.DataFrame) -> list[int]:
+        return sorted(set.intersection(*(set(self._arm_rows(rows, arm)["seed"]) for arm in self.arms)))
+
+    def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
+        rows = self.table(tidy)
+        common = self._common_seeds(rows)
+        if len(common) >= self.seeds:
+            return {}
+        have = ", ".join(f"{arm.label} {self._arm_rows(rows, arm)['seed'].nunique()}" for arm in self.arms)
+        return {self.envs[0]: f"{self.experiment}/{self.envs[0]} (model={self.model}): needs {self.seeds} seeds run "
+                              f"by every arm, has {len(common)} in common (seeds per arm: {have})"}
+
+    def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
+        """(finished runs among the seeds needed, runs needed) for the one env."""
+        rows = self.table(tidy)
+        done = sum(min(self._arm_rows(rows, arm)["seed"].nunique(), self.seeds) for arm in self.arms)
+        return {self.envs[0]: (done, self.seeds * len(self.arms))}
+
+    def restricted_to(self, envs: tuple[str, ...]) -> "LMRuns":
+        return replace(self, envs=envs)
+
+    def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
+        rows = self.table(tidy)
+        seeds = self._common_seeds(rows)[: self.seeds]
+        return pd.concat([self._arm_rows(rows, arm).assign(arm=arm.label) for arm in self.arms],
+                         ignore_index=True).query("seed in @seeds")
+
+
+# ---------------------------------------------------------------- the tidy CSV
+
+
+def _read_lm_run(run_dir: Path) -> pd.DataFrame:
+    settings = json.loads((run_dir / IDENTITY).read_text())["settings"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    run = {"experiment": summary["experiment"], "env": summary["env"], "model": settings["model.name"],
+           "method": summary["method"], "method_tag": summary["method_tag"], "target": settings["target.name"],
+           "seed": summary["seed"]}
+    return pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS).assign(**run)[RUN_COLUMNS + ROUND_COLUMNS]
+
+
+def refresh_lm_csv(runs_root: str | Path, data_dir: str | Path) -> Path | None:
+    """Add the finished language-model runs under `runs_root` to `<data_dir>/lm/runs.csv` (a run found on
+    disk replaces its rows; the CSV's other runs are kept). None when there are none."""
+    runs = [_read_lm_run(run_dir) for run_dir in scan_runs(runs_root).finished if run_agent(run_dir) == "lm"]
+    if not runs:
+        return None
+    fresh = pd.concat(runs, ignore_index=True)
+    path = Path(data_dir) / LM_CSV
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        kept = pd.read_csv(path)
+        fresh = pd.concat([kept[~kept.set_index(RUN_KEY).index.isin(fresh.set_index(RUN_KEY).index)], fresh],
+                          ignore_index=True)
+    fresh.sort_values(RUN_KEY + ["round"], kind="stable").to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
+    return path
+
+
+# ---------------------------------------------------------------- builders
+
+
+def _curves(rows: pd.DataFrame, panels: dict[str, str], output: Output) -> Figure:
+    """One panel per metric against round, one line per arm, mean ± 95 % t-interval over seeds."""
+    arms = [arm.label for arm in output.runs.arms]
+    palette = dict(zip(arms, sns.color_palette("colorblind", len(arms))))
+    with figure_style():
+        fig = Figure(figsize=(4.2 * len(panels), 3.2), layout="constrained")
+        for ax, (column, label) in zip(fig.subplots(1, len(panels), squeeze=False).ravel(), panels.items()):
+            sns.lineplot(data=rows.dropna(subset=[column]), x="round", y=column, hue="arm", hue_order=arms,
+                         palette=palette, errorbar=lambda v: metrics.t_interval(v)[1:3], ax=ax)
+            ax.set(xlabel="round", ylabel=label)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
+def reward_and_toxicity(output: Output, rows: pd.DataFrame) -> Figure:
+    return _curves(rows, {"train_return": "training reward", "test_toxicity": "test toxicity"}, output)
+
+
+def reward_only(output: Output, rows: pd.DataFrame) -> Figure:
+    return _curves(rows, {"train_return": "training reward"}, output)
+
+
+def runtime_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    """Per-round seconds of each stage (rounds ≥ 1; round 0 only evaluates), mean ± std over seeds."""
+    rounds = rows[rows["round"] >= 1].assign(total=lambda r: r[list(STAGES)].sum(axis=1))
+    per_seed = rounds.groupby(["arm", "seed"])[[*STAGES, "total"]].mean()
+    table = []
+    for column, stage in {**STAGES, "total": "total"}.items():
+        cells = {"Stage": stage}
+        for arm, paper_index in ((IIF, 0), (STANDARD, 1)):
+            seconds = per_seed.loc[arm.label, column]
+            skipped = arm == STANDARD and column == "time_influence"
+            cells[f"{arm.label} (s)"] = MISSING_CELL if skipped else _pm(seconds.mean(), seconds.std(), 2)
+            reported = paper.TABLE6[stage][paper_index]
+            cells[f"{arm.label}, paper (s)"] = _pm(*reported, 2) if reported else MISSING_CELL
+        table.append(cells)
+    share = per_seed.loc[IIF.label, "total"].mean() / per_seed.loc[STANDARD.label, "total"].mean()
+    table.append({"Stage": "IIF total / std total", f"{IIF.label} (s)": f"{100 * share:.1f} %",
+                  f"{IIF.label}, paper (s)": "51.37 %", f"{STANDARD.label} (s)": MISSING_CELL,
+                  f"{STANDARD.label}, paper (s)": MISSING_CELL})
+    return pd.DataFrame(table)
+
+
+# ---------------------------------------------------------------- the catalogue
+
+_CURVE_NOTE = "Mean over seeds ± 95 % t-interval; training reward = the reward model's mean score of the round's rollouts."
+_PAPER = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
+# The same outputs from the offline tiny world (env=toxicity_tiny), which a CPU makes in minutes.
+_TINY = dict(experiment="rlhf_tiny", envs=("toxicity_tiny",), model="tiny", seeds=3, device="cpu")
+
+OUTPUTS: tuple[Output, ...] = tuple(
+    output
+    for suffix, runs in (("", _PAPER), ("_tiny", _TINY))
+    for output in (
+        Output(f"fig7_rlhf{suffix}", f"Fig. 7{' (tiny world)' if suffix else ''}",
+               "RLHF detoxification: training reward and test toxicity against round, IIF (keeping the records of "
+               "positive f_seq influence), standard PPO and random filtering (dropping as many). " + _CURVE_NOTE,
+               LMRuns(arms=(STANDARD, IIF, RANDOM), **runs), reward_and_toxicity),
+        Output(f"fig16_rlhf_targets{suffix}", f"Fig. 16{' (tiny world)' if suffix else ''}",
+               "IIF with the sequence target f_seq against the token-level f_return, and standard PPO. " + _CURVE_NOTE,
+               LMRuns(arms=(STANDARD, IIF, IIF_RETURN), **runs), reward_only),
+        Output(f"table6_rlhf_runtime{suffix}", f"Table 6{' (tiny world)' if suffix else ''}",
+               "Per-round seconds of each stage of an RLHF round (mean ± std over seeds of the per-round means): "
+               "generation & scoring of the train responses, the forward passes (policy, reference, value), "
+               "influence (val responses, target gradient, per-sequence scores) and optimisation.",
+               LMRuns(arms=(STANDARD, IIF), **runs), runtime_table),
+    ))

@@ -1,0 +1,200 @@
+"""The language-model path (env.agent=lm) on the offline tiny world: LM-PPO's pieces against hand-computed
+cases, the per-sequence LoRA influence against an explicit per-record autograd loop, a run end to end,
+resume after kill -9, and the one-line error for a model that is not on this machine."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import compose_config
+from rlinfluence.cli import run_task
+from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
+from rlinfluence.validation import validate
+
+# A tiny world built in seconds (the preset's pretraining is longer), small rounds.
+LM_TINY = ["env=toxicity_tiny", "model.tiny.pretrain_steps=40", "model.tiny.corpus_sentences=400",
+           "env.n_steps=16", "env.lm.val_size=8", "eval.episodes=8", "env.rounds=3", "ppo.batch_size=4",
+           "logger=disabled", "progress=false"]
+TIME_COLUMNS = {"time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tiny_cache(tmp_path_factory):
+    """Every test here builds (once) and reads the tiny world from a fresh cache, never the user's."""
+    cache = tmp_path_factory.mktemp("rlinfluence-cache")
+    previous = os.environ.get("RLINFLUENCE_CACHE")
+    os.environ["RLINFLUENCE_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        del os.environ["RLINFLUENCE_CACHE"]
+    else:
+        os.environ["RLINFLUENCE_CACHE"] = previous
+
+
+# ----------------------------------------------------------------------------- hand-computed cases
+
+
+def test_adaptive_kl_controller_steps_by_the_clipped_proportional_error():
+    kl = AdaptiveKLController(0.04, target=0.1, horizon=10000)
+    kl.update(0.15, 256)  # error +0.5, clipped to +0.2
+    assert kl.value == pytest.approx(0.04 * (1 + 0.2 * 256 / 10000))
+    kl.update(0.11, 1000)  # error +0.1
+    assert kl.value == pytest.approx(0.04 * (1 + 0.2 * 256 / 10000) * 1.01)
+    kl.update(0.0, 500)  # error −1, clipped to −0.2
+    assert kl.value == pytest.approx(0.04 * (1 + 0.2 * 256 / 10000) * 1.01 * 0.99)
+
+
+def test_reward_is_the_kl_penalty_per_token_plus_the_score_at_the_last_response_token():
+    # Positions: two query predictions (mask 0), three response tokens, one pad.
+    mask = torch.tensor([[0, 1, 1, 1, 0], [0, 0, 1, 0, 0]], dtype=torch.float32)
+    logprobs = torch.tensor([[9.0, -1.0, -2.0, -3.0, 9.0], [9.0, 9.0, -1.0, 9.0, 9.0]])
+    ref = logprobs - torch.tensor([[5.0, 0.1, 0.2, 0.3, 5.0], [5.0, 5.0, -0.4, 5.0, 5.0]])
+    rewards = penalized_rewards(torch.tensor([2.0, -1.0]), logprobs, ref, mask, kl_coef=0.5)
+    torch.testing.assert_close(rewards, torch.tensor([[0, -0.05, -0.1, -0.15 + 2.0, 0], [0, 0, 0.2 - 1.0, 0, 0]]))
+
+
+def test_token_gae_against_a_hand_computed_response():
+    mask = torch.tensor([[0, 1, 1, 1, 0]], dtype=torch.float32)
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0]])
+    values = torch.tensor([[3.0, 0.5, 0.6, 0.7, 3.0]])  # off-mask values must not enter
+    advantages, returns = token_gae(rewards, values, mask, gamma=1.0, lam=0.95)
+    a2 = 1.0 - 0.7  # the value after the last token is 0
+    a1 = (0.7 - 0.6) + 0.95 * a2
+    a0 = (0.6 - 0.5) + 0.95 * a1
+    torch.testing.assert_close(advantages, torch.tensor([[0, a0, a1, a2, 0]]))
+    torch.testing.assert_close(returns, torch.tensor([[0, a0 + 0.5, a1 + 0.6, a2 + 0.7, 0]]))
+    whitened = masked_whiten(advantages, mask)
+    on = whitened[mask > 0]
+    assert float(on.mean()) == pytest.approx(0, abs=1e-6) and float(on.std()) == pytest.approx(1, abs=1e-3)
+    assert float(whitened[mask == 0].abs().sum()) == 0
+
+
+# ----------------------------------------------------------------------------- influence exactness
+
+
+@pytest.mark.parametrize("target", ["seq", "return"])
+def test_sequence_influence_equals_the_per_record_autograd_loop(target):
+    from rlinfluence.lm.influence import record_loss_fn, reference_scores, sequence_scores, target_gradient
+    from rlinfluence.lm.trainer import LMTrainer
+    from rlinfluence.selection import Selection
+
+    trainer = LMTrainer(compose_config(LM_TINY + [f"target={target}"]))
+    batch = trainer.rollout(trainer.round_queries(1), seed=1, new_tokens=8)
+    trainer.annotate(batch)
+    # One update first, so that LoRA's B is no longer zero and both A and B carry gradient.
+    ppo_update(trainer.policy, trainer.optimizer, batch, Selection(np.ones(len(batch), bool)), trainer.cfg.ppo,
+               trainer.lm_cfg, np.random.default_rng(0))
+    trainer.annotate(batch)
+    val = trainer.rollout(trainer.prompts.val, seed=2, new_tokens=8)
+    trainer.annotate(val)
+    direction = target_gradient(trainer.policy, val, target, chunk=3)  # chunked accumulation
+    assert all(float(v.abs().sum()) > 0 for v in direction)
+    for with_value_loss in (False, True):  # ours, and the authors' value-loss leak
+        loss_fn = record_loss_fn(0.2, 0.2, trainer.cfg.ppo.vf_coef, with_value_loss)
+        fast = sequence_scores(trainer.policy, batch, direction, loss_fn, chunk=5).double()
+        slow = reference_scores(trainer.policy, batch, direction, loss_fn).double()
+        assert float((fast - slow).abs().max() / slow.abs().max()) <= 1e-4
+    policy_only = sequence_scores(trainer.policy, batch, direction, record_loss_fn(0.2, 0.2, 0.1, False), chunk=16)
+    assert not torch.allclose(policy_only.double(), fast)  # the flag changes the scores: the leak is real, and off by default
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "metrics.csv", newline="") as handle:
+        return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
+
+
+def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metrics(tmp_path):
+    overrides = LM_TINY + ["method=iif", "seed=3"]
+    reference = tmp_path / "reference"
+    run_task(compose_config(overrides), reference)
+    rows = read_metrics(reference)
+    assert [int(r["round"]) for r in rows] == [0, 1, 2, 3]
+    for row in rows[1:]:
+        assert 0 < float(row["kept_fraction"]) < 1 and int(row["n_negative"]) > 0
+        assert int(row["gradient_steps"]) == 4 * -(-int(row["n_kept"]) // 4)  # 4 epochs of minibatch 4
+        assert 0 <= float(row["test_toxicity"]) <= 1 and float(row["kl_coef"]) > 0
+    with open(reference / "metrics.csv", newline="") as handle:
+        timed = list(csv.DictReader(handle))[1:]
+    assert all(float(row[column]) > 0 for row in timed for column in TIME_COLUMNS - {"time_select"})
+
+    # The same run through the CLI, killed once its round-1 checkpoint exists, then resumed.
+    interrupted = tmp_path / "interrupted"
+    command = [sys.executable, "-m", "rlinfluence", *overrides, f"runs_root={interrupted}"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not list(interrupted.rglob("metrics.csv")) or \
+            len(next(interrupted.rglob("metrics.csv")).read_text().splitlines()) < 3:
+        assert time.monotonic() < deadline and process.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    run_dir = next(interrupted.rglob("metrics.csv")).parent
+    assert not (run_dir / "DONE").exists()
+    cfg = compose_config(overrides + [f"runs_root={interrupted}"])
+    from rlinfluence.round import read_resume, train
+    train(cfg, run_dir, read_resume(run_dir))
+    assert read_metrics(run_dir) == rows
+
+
+def test_ppo_and_random_keep_their_records_as_the_shared_methods_say(tmp_path):
+    ppo = tmp_path / "ppo"
+    run_task(compose_config(LM_TINY + ["method=ppo", "env.rounds=1"]), ppo)
+    row = read_metrics(ppo)[1]
+    assert (row["n_kept"], row["n_negative"], row["kept_fraction"]) == ("16", "nan", "1.0")
+    random = tmp_path / "random"
+    run_task(compose_config(LM_TINY + ["method=random", "env.rounds=1"]), random)
+    row = read_metrics(random)[1]
+    assert int(row["n_kept"]) == 16 - int(row["n_negative"])  # p = 100: as many dropped as are negative
+
+
+# ----------------------------------------------------------------------------- config and missing models
+
+
+def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf")}
+    result = subprocess.run([sys.executable, "-m", "rlinfluence", "env=toxicity", f"runs_root={tmp_path / 'runs'}",
+                             "logger=disabled"], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 2
+    assert "EleutherAI/gpt-neo-2.7B" in result.stderr and "HF_HOME" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len([line for line in result.stderr.splitlines() if line.startswith("rlinfluence:")]) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("overrides,key", [
+    (["target=action"], "target.name"),
+    (["method=td_error"], "method.name"),
+    (["method=iif_auto"], "method.p"),
+    (["env.lm.response_tokens=[9,8]"], "env.lm.response_tokens"),
+    (["env.lm.val_size=0"], "env.lm.val_size"),
+    (["model.dtype=int8"], "model.dtype"),
+    (["env.lm.reward_model=facebook/roberta-hate-speech-dynabench-r4-target"], "env.lm.reward_model"),
+    (["task=diagnose"], "task=diagnose"),
+])
+def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
+    from rlinfluence.config import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        validate(compose_config(["env=toxicity_tiny", *overrides]))
+    assert key in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_control_env_rejects_the_lm_target():
+    from rlinfluence.config import ConfigError
+
+    with pytest.raises(ConfigError, match="target.name='seq'"):
+        validate(compose_config(["env=frozenlake", "target=seq"]))
