@@ -45,8 +45,8 @@ def scan_runs(runs_root: str | Path) -> RunScan:
 
 
 def run_agent(run_dir: Path) -> str:
-    """The agent that made a run (agents.py): its identity names env.agent only for the language-model
-    agent, whose runs have their own tidy CSV (figures/rlhf.py)."""
+    """The agent that made a run (agents.py; language-model runs have their own tidy CSV, figures/rlhf.py).
+    Identities from before env.agent existed lack the key: those runs are control runs."""
     path = run_dir / IDENTITY
     settings = json.loads(path.read_text())["settings"] if path.exists() else {}
     return settings.get("env.agent", "control")
