@@ -18,6 +18,11 @@ from rlinfluence.networks import ActorCritic
 from rlinfluence.seeding import torch_generator
 
 
+def is_eval_round(k: int, every: int, rounds: int) -> bool:
+    """Rounds that are evaluated: every `eval.every`-th, and always the last (the final test return)."""
+    return k % every == 0 or k == rounds
+
+
 class Evaluator:
     def __init__(self, env_cfg: EnvConfig, eval_cfg: EvalConfig, seed_seq: np.random.SeedSequence):
         self.episodes = eval_cfg.episodes

@@ -32,7 +32,7 @@ from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint
                                     write_json)
 from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.config import ConfigError
-from rlinfluence.evaluation import Evaluator
+from rlinfluence.evaluation import Evaluator, is_eval_round
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
@@ -78,9 +78,6 @@ class Trainer:
         self.target = make_target(cfg.target, self.envs.observation_space.shape)
         self.method = make_selection(cfg)
         self.records_per_round = cfg.env.n_envs * cfg.env.n_steps
-
-    def is_eval_round(self, k: int) -> bool:
-        return k % self.cfg.eval.every == 0 or k == self.cfg.env.rounds
 
     def initial_row(self) -> dict[str, Any]:
         row = dict.fromkeys(("train_return", "n_negative", "policy_loss", "value_loss", "entropy", "approx_kl",
@@ -135,7 +132,7 @@ class Trainer:
                           on_step=None if step_influence is None else step_influence.add_step)
 
     def evaluate(self, k: int) -> dict[str, float]:
-        if not self.is_eval_round(k):
+        if not is_eval_round(k, self.cfg.eval.every, self.cfg.env.rounds):
             return {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0}
         return self.evaluator.evaluate(self.model, k)
 

@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig
 
 from rlinfluence.config import ConfigError
+from rlinfluence.evaluation import is_eval_round
 from rlinfluence.lm import hub
 from rlinfluence.lm.evaluation import ToxicityEvaluator, round_seed
 from rlinfluence.lm.influence import record_loss_fn, sequence_scores, target_gradient
@@ -143,7 +144,7 @@ class LMTrainer:
         return sequence_scores(self.policy, batch, direction, self.record_loss, chunk).cpu().numpy()
 
     def evaluate(self, k: int) -> dict[str, float]:
-        if k % self.cfg.eval.every != 0 and k != self.cfg.env.rounds:
+        if not is_eval_round(k, self.cfg.eval.every, self.cfg.env.rounds):
             return {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0, "test_toxicity": NAN,
                     "test_toxicity_sem": NAN}
         return self.evaluator.evaluate(self.policy, k)
