@@ -115,6 +115,40 @@ def test_minigrid_state_key_is_the_pose_behind_the_egocentric_view():
     assert len(np.unique(keys)) > n_views
 
 
+def test_the_minigrid_preset_replays_the_librarys_env_step_for_step():
+    """Our Empty-8x8 (views looked up per pose, src/rlinfluence/minigrid_view.py) against the library's,
+    both through the preset's wrappers: same seeds and random actions (pickup/drop/toggle included),
+    the same observation, reward and episode end at every step, through goals and time limits; and
+    again after a pose is set by hand, as task=diagnose does."""
+    library_id = "minigrid:MiniGrid-Empty-8x8-v0"
+    ours = make_env(compose_config(["env=minigrid"]).env)
+    stock = make_env(compose_config(["env=minigrid", f"env.id={library_id}"]).env)
+    assert type(stock.unwrapped) is not type(ours.unwrapped)
+    rng = np.random.default_rng(0)
+    goals = time_limits = 0
+    episode, done = 0, True
+    for _ in range(12_000):
+        if done:
+            expected, _ = stock.reset(seed=episode)
+            got, _ = ours.reset(seed=episode)
+            assert np.array_equal(got, expected)
+            episode += 1
+        action = int(rng.choice(7, p=[0.3, 0.3, 0.3, 0.025, 0.025, 0.025, 0.025]))
+        expected, reward, terminated, truncated, _ = stock.step(action)
+        got, our_reward, our_terminated, our_truncated, _ = ours.step(action)
+        assert np.array_equal(got, expected) and got.dtype == expected.dtype
+        assert (our_reward, our_terminated, our_truncated) == (reward, terminated, truncated)
+        goals += terminated
+        time_limits += truncated and not terminated
+        done = terminated or truncated
+    assert goals > 20 and time_limits > 20
+    for pose in ((3, 4, 2), (6, 6, 0), (1, 5, 3)):
+        for env in (stock, ours):
+            env.reset(seed=1)
+            env.unwrapped.agent_pos, env.unwrapped.agent_dir = pose[:2], pose[2]
+        assert np.array_equal(ours.step(2)[0], stock.step(2)[0])
+
+
 def test_envs_without_a_state_key_store_none():
     assert rollout(compose_config(["env=acrobot"]), n_steps=8).state_keys is None
 

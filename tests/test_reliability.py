@@ -126,6 +126,25 @@ def test_a_run_made_before_a_key_existed_resumes_with_the_key_at_its_default(tmp
     assert set(SCHEDULES) <= json.loads((run_dir(three) / "identity.json").read_text())["settings"].keys()
 
 
+def test_a_minigrid_run_made_on_the_librarys_env_id_counts_as_made_on_ours(tmp_path):
+    """The preset moved from the library's Empty-8x8 to ours (the same trajectories, rundir.SAME_SIMULATOR):
+    a run recorded with the library's id is this command's run; any other id is still refused."""
+    cfg = compose_config(["env=minigrid", f"runs_root={tmp_path}"])
+    path = run_dir(cfg)
+    path.mkdir(parents=True)
+    write_identity(path, cfg)
+    (path / "metrics.csv").write_text("round\n0\n")
+    identity = path / "identity.json"
+    stored = json.loads(identity.read_text())
+    stored["settings"]["env.id"] = "minigrid:MiniGrid-Empty-8x8-v0"
+    identity.write_text(json.dumps(stored))
+    check_identity(path, cfg)
+    stored["settings"]["env.id"] = "minigrid:MiniGrid-Empty-16x16-v0"
+    identity.write_text(json.dumps(stored))
+    with pytest.raises(RunDirError, match="env.id"):
+        check_identity(path, cfg)
+
+
 def test_a_key_the_run_predates_set_otherwise_is_refused_in_one_line(tmp_path):
     three = tiny(tmp_path, "env.rounds=3")
     run_task(three)

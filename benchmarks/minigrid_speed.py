@@ -1,0 +1,45 @@
+"""MiniGrid simulator speed: the library's Empty-8x8 against the preset's (views looked up per pose,
+src/rlinfluence/minigrid_view.py), in one process.
+
+    python benchmarks/minigrid_speed.py [--steps 5000] [--rounds library ours]
+
+Stepping: uniform random actions, both simulators alternating in blocks of 100 steps with the same
+seeds and actions (the trajectories are identical: tests/test_envs.py). Prints steps/s by wall clock
+and by this process's CPU time and their ratio.
+--rounds: also one IIF round of the MiniGrid preset (2,048 records: collect, influence, select,
+update) and its evaluation at --episodes, on the simulators named (one torch thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import gymnasium as gym
+import torch
+from round_speed import compose_config  # benchmarks/round_speed.py
+from simulator_speed import BLOCK, SIMULATORS, round_and_evaluation, stepping
+
+import rlinfluence.minigrid_view  # noqa: F401  (registers the -fast ids)
+
+LIBRARY_ID = "minigrid:MiniGrid-Empty-8x8-v0"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5000, help=f"per simulator, in blocks of {BLOCK}")
+    parser.add_argument("--rounds", nargs="+", choices=SIMULATORS, default=[],
+                        help="also time an IIF round and its evaluation on these simulators")
+    parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes of the timed round")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    stepping("MiniGrid-Empty-8x8", gym.make(LIBRARY_ID), gym.make(compose_config(["env=minigrid"]).env.id), args.steps)
+    if args.rounds:
+        overrides = {"library": [f"env.id={LIBRARY_ID}"], "ours": []}
+        round_and_evaluation("MiniGrid-Empty-8x8", {
+            name: compose_config(["env=minigrid", "method=iif", f"eval.episodes={args.episodes}", "logger=disabled",
+                                  "progress=false", *overrides[name]])
+            for name in args.rounds})
+
+
+if __name__ == "__main__":
+    main()
