@@ -11,8 +11,8 @@ run task=intervene env=frozenlake seed=0,1,2                        # Fig. 5, 11
 run task=diagnose env=frozenlake seed=0,1,2                         # Fig. 3a/c/d, 8 (rounds 2, 5, 10)
 run task=intervene env=acrobot seed=0,1,2 eval.episodes=100         # Fig. 5, 11
 run task=timeline env=acrobot seed=0 eval.episodes=100               # Fig. 10 (the run above's seed 0)
-# Not run on the 2-core machine (see paper_figures/README.md): MiniGrid and LunarLander.
-# run task=diagnose env=minigrid seed=0,1,2 eval.episodes=100 analysis.diagnose.rounds=[5] analysis.diagnose.rollouts=100
-# run task=intervene env=minigrid seed=0,1,2 eval.episodes=100
-# run task=intervene env=lunarlander seed=0,1,2 eval.episodes=50
+run task=intervene env=minigrid seed=0,1,2 eval.episodes=100           # Fig. 11
+run task=diagnose env=minigrid seed=0,1,2 eval.episodes=100 'analysis.diagnose.rounds=[5]' analysis.diagnose.rollouts=100  # Fig. 3b-d, 9
+run task=intervene env=lunarlander seed=0,1,2 eval.episodes=50       # Fig. 11
+# Not run on the 2-core machine (see paper_figures/README.md):
 # run task=timeline env=highway seed=0 analysis.timeline.action=4    # Fig. 4 (a* = SLOWER; ~25 s a round)

@@ -18,7 +18,7 @@ from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.counterfactual import removal_correlations
-from rlinfluence.figures.section4 import OUTPUTS as SECTION4
+from rlinfluence.figures.section4 import OUTPUTS as SECTION4, AnalysisData
 from rlinfluence.round import Trainer
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
@@ -109,6 +109,15 @@ def test_section4_outputs_are_drawn_from_the_analyses_csvs_reproducibly(tmp_path
     files = [p.name for p in (tmp_path / "a").iterdir()]
     assert not filecmp.cmpfiles(tmp_path / "a", tmp_path / "b", files, shallow=False)[1]
     assert "task=diagnose env=minigrid" in (tmp_path / "a" / "MISSING.md").read_text()
+
+
+def test_an_analysis_command_has_one_line_per_distinct_overrides():
+    data = AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid"), 2,
+                        env_overrides=(("acrobot", "eval.episodes=100"), ("minigrid", "eval.episodes=100")))
+    assert data.command == ("rlinfluence -m task=intervene env=frozenlake seed=0,1 && "
+                            "rlinfluence -m task=intervene env=acrobot,minigrid seed=0,1 eval.episodes=100")
+    assert AnalysisData("diagnose", ("frozenlake",), 1, overrides="x=1").command == (
+        "rlinfluence -m task=diagnose env=frozenlake seed=0 x=1")
 
 
 def test_in_place_removal_keeps_the_standard_minibatches_without_the_dropped_records():

@@ -40,12 +40,18 @@ class AnalysisData:
     seeds: int
     rounds: tuple[int, ...] = ()
     overrides: str = ""  # what the command needs beyond task, env and seed
+    env_overrides: tuple[tuple[str, str], ...] = ()  # (env, overrides) for envs whose command differs
     experiments = ()  # reads no run's tidy rows (regenerate.py refreshes those of the outputs' experiments)
 
     @property
     def command(self) -> str:
-        return (f"rlinfluence -m task={self.analysis} env={','.join(self.envs)} "
-                f"seed={','.join(map(str, range(self.seeds)))}{' ' + self.overrides if self.overrides else ''}")
+        """One `-m` command per distinct overrides, over the envs that share them."""
+        own, envs_by_overrides = dict(self.env_overrides), {}
+        for env in self.envs:
+            envs_by_overrides.setdefault(own.get(env, self.overrides), []).append(env)
+        return " && ".join(f"rlinfluence -m task={self.analysis} env={','.join(envs)} "
+                           f"seed={','.join(map(str, range(self.seeds)))}{' ' + overrides if overrides else ''}"
+                           for overrides, envs in envs_by_overrides.items())
 
     def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
         files = sorted((Path(tidy.attrs[DATA_DIR]) / "analyses" / self.analysis).glob("*.csv"))
@@ -369,6 +375,12 @@ _INTERVENE_NOTE = ("From each round's θ_k and optimizer state of a standard-PPO
                    "buffer; Δ = test return after the update minus that after the update on all records "
                    "(same evaluation episodes); one box per round over seeds.")
 _DIAGNOSE_ROUNDS = "analysis.diagnose.rounds=[2,5,10]"
+# MiniGrid: round 5 only and 100 rollouts per (pose, action), 100 evaluation episodes (~13 min a seed here).
+_DIAGNOSE_MINIGRID = "eval.episodes=100 analysis.diagnose.rounds=[5] analysis.diagnose.rollouts=100"
+_DIAGNOSE = {"frozenlake": _DIAGNOSE_ROUNDS, "minigrid": _DIAGNOSE_MINIGRID}
+# Evaluation episodes as in the main reproduction (reproduce_cpu.sh); FrozenLake keeps its preset's 1,000.
+_INTERVENE_EPISODES = (("acrobot", "eval.episodes=100"), ("minigrid", "eval.episodes=100"),
+                       ("lunarlander", "eval.episodes=50"))
 _TIMELINE_NOTE = ("How the behaviour f_action = log π(a*|s*) forms over a standard-PPO run: π_θk(a*|s*) and the "
                   "graph roughness R of the positive influence over the final network's state embedding "
                   "(u-nearest-neighbour graph) against round, cut into 3 phases (least-squares change points "
@@ -383,27 +395,30 @@ OUTPUTS: tuple[Output, ...] = (
            f"The egocentric views of the {VIEWS_PER_SEED} records of most negative influence (f_return) in round "
            f"{DIAGNOSED_ROUND}'s buffer of a standard-PPO run on MiniGrid, with the action taken, its GAE "
            f"advantage Â and true advantage Ā.",
-           AnalysisData("diagnose", ("minigrid",), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), bottom_views),
+           AnalysisData("diagnose", ("minigrid",), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_MINIGRID), bottom_views),
     *(Output(f"fig3c_advantage_error_{env}", f"Fig. 3c ({paper.ENV_TITLES[env]})",
              "|Ā − Â| against rank. " + _RANK_NOTE,
-             AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), advantage_error)
+             AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE[env]), advantage_error)
       for env in ("frozenlake", "minigrid")),
     *(Output(f"fig3d_advantage_product_{env}", f"Fig. 3d ({paper.ENV_TITLES[env]})",
              "Ā·Â against rank, Spearman correlation per seed. " + _RANK_NOTE,
-             AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS), advantage_product)
+             AnalysisData("diagnose", (env,), 3, (DIAGNOSED_ROUND,), _DIAGNOSE[env]), advantage_product)
       for env in ("frozenlake", "minigrid")),
     Output("diagnosis_spearman", "Fig. 3d (Spearman)",
            f"Spearman correlation of rank by decreasing influence and Ā·Â at round {DIAGNOSED_ROUND}, per seed.",
-           AnalysisData("diagnose", ("frozenlake", "minigrid"), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS),
+           AnalysisData("diagnose", ("frozenlake", "minigrid"), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS,
+                        (("minigrid", _DIAGNOSE_MINIGRID),)),
            spearman_table),
     Output("fig5_intervention", "Fig. 5", "Dropping all negative-influence records of one round. " + _INTERVENE_NOTE,
-           AnalysisData("intervene", ("frozenlake", "acrobot"), 3), fig5_boxes),
+           AnalysisData("intervene", ("frozenlake", "acrobot"), 3, env_overrides=_INTERVENE_EPISODES), fig5_boxes),
     Output("fig11_intervention_random", "Fig. 11",
            "Influence-guided against random dropping of as many records. " + _INTERVENE_NOTE,
-           AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3), fig11_boxes),
+           AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3,
+                        env_overrides=_INTERVENE_EPISODES), fig11_boxes),
     Output("intervention_summary", "Fig. 5/11 (summary)",
            "Δreturn of one round's update without the dropped records, against the update on all records.",
-           AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3), intervention_table),
+           AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3,
+                        env_overrides=_INTERVENE_EPISODES), intervention_table),
     *(Output(f"{figure}_timeline_{env}", title, _TIMELINE_NOTE, AnalysisData("timeline", (env,), 1, (), overrides),
              timeline_figure)
       for figure, title, env, overrides in (("fig10", "Fig. 10", "acrobot", "eval.episodes=100"),
