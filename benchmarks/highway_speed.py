@@ -14,6 +14,7 @@ and its evaluation at eval.episodes, on the simulators named, at each frequency 
 from __future__ import annotations
 
 import argparse
+import functools
 
 import gymnasium as gym
 import torch
@@ -40,13 +41,10 @@ def main() -> None:
     torch.set_num_threads(1)
     for frequency in args.frequencies:
         cfg = preset(frequency).env
-        stepping(f"{frequency} Hz physics", gym.make(LIBRARY_ID, **cfg.make_kwargs), gym.make(cfg.id, **cfg.make_kwargs),
-                 args.steps)
+        library, ours = gym.make(LIBRARY_ID, **cfg.make_kwargs), gym.make(cfg.id, **cfg.make_kwargs)
+        stepping(f"{frequency} Hz physics", library, ours, args.steps)
     for frequency in args.frequencies if args.rounds else []:
-        overrides = {"library": [f"env.id={LIBRARY_ID}"], "ours": []}
-        round_and_evaluation(f"{frequency} Hz physics", {
-            name: preset(frequency, "method=iif", "logger=disabled", "progress=false", *overrides[name])
-            for name in args.rounds})
+        round_and_evaluation(f"{frequency} Hz physics", functools.partial(preset, frequency), LIBRARY_ID, args.rounds)
 
 
 if __name__ == "__main__":

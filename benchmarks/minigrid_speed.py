@@ -32,13 +32,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes of the timed round")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    stepping("MiniGrid-Empty-8x8", gym.make(LIBRARY_ID), gym.make(compose_config(["env=minigrid"]).env.id), args.steps)
+    def preset(*overrides: str):
+        return compose_config(["env=minigrid", f"eval.episodes={args.episodes}", *overrides])
+
+    stepping("MiniGrid-Empty-8x8", gym.make(LIBRARY_ID), gym.make(preset().env.id), args.steps)
     if args.rounds:
-        overrides = {"library": [f"env.id={LIBRARY_ID}"], "ours": []}
-        round_and_evaluation("MiniGrid-Empty-8x8", {
-            name: compose_config(["env=minigrid", "method=iif", f"eval.episodes={args.episodes}", "logger=disabled",
-                                  "progress=false", *overrides[name]])
-            for name in args.rounds})
+        round_and_evaluation("MiniGrid-Empty-8x8", preset, LIBRARY_ID, args.rounds)
 
 
 if __name__ == "__main__":

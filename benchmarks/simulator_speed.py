@@ -6,6 +6,7 @@ alternating in blocks, so a change in machine load hits both alike; the trajecto
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -45,11 +46,13 @@ def stepping(title: str, library: gym.Env, ours: gym.Env, steps: int) -> None:
     print(f"  speed-up {library_wall / our_wall:9.2f}x wall            {library_cpu / our_cpu:9.2f}x CPU")
 
 
-def round_and_evaluation(title: str, configs: dict[str, DictConfig]) -> None:
-    """One round (collect, influence, select, update) and its evaluation per simulator's config."""
-    print(f"\n[{title}] one round of the preset and its evaluation")
-    for name, cfg in configs.items():
-        trainer = Trainer(cfg)
+def round_and_evaluation(title: str, preset: Callable[..., DictConfig], library_id: str, simulators: list[str]) -> None:
+    """One IIF round (collect, influence, select, update) of `preset(*overrides)` and its evaluation, on each
+    simulator named: ours is the preset's env id, the library's is `library_id` in its place."""
+    print(f"\n[{title}] one IIF round of the preset and its evaluation")
+    for name in simulators:
+        env_id = [f"env.id={library_id}"] if name == "library" else []
+        trainer = Trainer(preset("method=iif", "logger=disabled", "progress=false", *env_id))
         cpu = time.process_time()
         row = trainer.run_round(1)
         cpu = time.process_time() - cpu
