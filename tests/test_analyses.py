@@ -18,7 +18,7 @@ from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.counterfactual import removal_correlations
-from rlinfluence.figures.section4 import OUTPUTS as SECTION4, AnalysisData
+from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4, AnalysisData, iif_p
 from rlinfluence.round import Trainer
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
@@ -73,6 +73,47 @@ def test_intervention_all_records_arm_reproduces_the_run(tmp_path, tiny_config):
     assert (dropped["influence"] == table[table["arm"] == "all"].set_index("round")["n_negative"]).all()
     assert (dropped["random"] == dropped["influence"]).all() and (dropped["all"] == 0).all()
     assert (tmp_path / "data" / "analyses" / "intervene" / "frozenlake-seed0.csv").exists()
+
+
+def test_intervention_at_iif_p_drops_that_share_of_the_negatives_into_its_own_file(tmp_path, tiny_config):
+    cfg = tiny_config(*ANALYSIS[2:], "task=intervene", "analysis.intervene.p=50", "analysis.intervene.rounds=[2,3]",
+                      f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}")
+    table = run_task(cfg)
+    assert (table["matches_run"].dropna() == True).all() and (table["p"] == 50).all()  # noqa: E712
+    dropped = table.pivot(index="round", columns="arm", values="n_dropped")
+    negative = table[table["arm"] == "all"].set_index("round")["n_negative"]
+    assert (negative > 1).all() and (dropped["influence"] == negative // 2).all()
+    assert (dropped["random"] == dropped["influence"]).all()
+    written = sorted(p.name for p in (tmp_path / "data" / "analyses" / "intervene").iterdir())
+    assert written == ["frozenlake-seed0-p50.csv"]  # the paper's all-negatives rows would be frozenlake-seed0.csv
+
+
+def test_an_intervention_p_out_of_range_is_refused_before_anything_is_written(tmp_path, tiny_config):
+    with pytest.raises(ConfigError, match=r"analysis.intervene.p=0.0 must be in \(0, 100\]"):
+        run_task(tiny_config("task=intervene", "analysis.intervene.p=0", f"runs_root={tmp_path / 'runs'}",
+                             f"figures.data_dir={tmp_path / 'data'}"))
+    assert not any(tmp_path.iterdir())
+
+
+def test_outputs_read_the_intervention_rows_of_their_own_p_only(tmp_path):
+    write_analyses(tmp_path / "data")
+    folder = tmp_path / "data" / "analyses" / "intervene"
+    for path in list(folder.glob("*.csv")):
+        env, seed = path.stem.split("-seed")
+        rows = pd.read_csv(path).assign(p=iif_p(env), test_return=lambda d: d["test_return"] + 1000)
+        rows.to_csv(folder / f"{path.stem}-p{iif_p(env):g}.csv", index=False)
+    outputs = {o.name: o for o in SECTION4}
+    tidy = pd.DataFrame()
+    tidy.attrs[DATA_DIR] = str(tmp_path / "data")
+    paper_rows = outputs["intervention_summary"].runs.select(tidy)
+    at_p = outputs["intervention_at_iif_p"].runs.select(tidy)
+    assert len(paper_rows) == len(at_p) == 4 * 3 * 5 * 3
+    assert (paper_rows["test_return"] < 500).all() and (at_p["test_return"] > 500).all()
+    at_p_table = outputs["intervention_at_iif_p"].build(outputs["intervention_at_iif_p"], at_p)
+    paper_table = outputs["intervention_summary"].build(outputs["intervention_summary"], paper_rows)
+    assert {"drop 12.5 % of negative influence (IIF's p)", "drop 50 % of negative influence (IIF's p)"} <= set(
+        at_p_table["arm"])
+    assert "drop all negative influence" in set(paper_table["arm"])
 
 
 def test_diagnose_writes_one_row_per_record_and_round(tmp_path, tiny_config):

@@ -240,6 +240,9 @@ class InterveneConfig:
     """task=intervene (paper §4.3, Fig. 5, 11): rounds of the standard run to intervene on (empty: all)."""
 
     rounds: list[int] = field(default_factory=list)
+    # The influence arm drops this share (%) of the round's negative-influence records, most negative first;
+    # 100 drops all of them (the paper's §4.3), the env's IIF p (env.p) drops what an IIF round drops.
+    p: float = 100.0
 
 
 @dataclass

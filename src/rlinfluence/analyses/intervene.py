@@ -3,9 +3,11 @@ help that round?
 
 For each round k of a standard-PPO run, from the state it began in (θ_k, optimizer, RNGs) and on the
 buffer it collected, the round's update is run three times: on every record (what the run did; its
-θ_k+1 must match the run's snapshot bit for bit), without all negative-influence records (IIF with
-p = 100 %), and without as many records chosen uniformly at random (seeded by (seed, k)). Each is
-evaluated on the round's evaluation episodes, the same for all three (evaluation.py).
+θ_k+1 must match the run's snapshot bit for bit), without the negative-influence records (IIF with
+p = analysis.intervene.p: 100 % drops all of them, as the paper does; the env's p drops what an IIF
+round drops), and without as many records chosen uniformly at random (seeded by (seed, k)). Each is
+evaluated on the round's evaluation episodes, the same for all three (evaluation.py). Rows at p < 100
+go to their own file (`<env>-seed<k>-p<p>.csv`), beside the paper's.
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from omegaconf import DictConfig
 from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds, matches_run, rerun_update
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
-from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection
+from rlinfluence.config import ConfigError
+from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, format_p
 from rlinfluence.tasks import register
 
 ALL, INFLUENCE, RANDOM = "all", "influence", "random"
 
 
-def arm_selections(buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator) -> dict[str, Selection]:
+def arm_selections(buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator,
+                   p: float) -> dict[str, Selection]:
     return {ALL: KeepAll().select(buffer, scores, rng),
-            INFLUENCE: DropMostNegative(100.0).select(buffer, scores, rng),
-            RANDOM: DropRandom(100.0).select(buffer, scores, rng)}
+            INFLUENCE: DropMostNegative(p).select(buffer, scores, rng),
+            RANDOM: DropRandom(p).select(buffer, scores, rng)}
 
 
 def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
@@ -36,11 +40,11 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     buffer = trainer.collect()
     scores = trainer.influence(buffer)
     rows = []
-    seed = trainer.cfg.seed
-    for arm, selection in arm_selections(buffer, scores, np.random.default_rng([seed, k])).items():
+    seed, p = trainer.cfg.seed, float(trainer.cfg.analysis.intervene.p)
+    for arm, selection in arm_selections(buffer, scores, np.random.default_rng([seed, k]), p).items():
         rerun_update(trainer, start, buffer, selection)
         row = {"env": trainer.cfg.env.name, "seed": seed, "round": k, "arm": arm, "n_records": len(buffer),
-               "n_dropped": len(buffer) - selection.n_kept, "n_negative": int((scores < 0).sum())}
+               "n_dropped": len(buffer) - selection.n_kept, "n_negative": int((scores < 0).sum()), "p": p}
         row |= trainer.evaluator.evaluate(trainer.model, k)
         row["matches_run"] = matches_run(trainer, run_dir, k) if arm == ALL else None
         rows.append(row)
@@ -51,4 +55,8 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
 def intervene(cfg: DictConfig) -> pd.DataFrame:
     rounds = list(cfg.analysis.intervene.rounds) or list(range(1, cfg.env.rounds + 1))
     check_rounds(cfg, "analysis.intervene.rounds", rounds)
-    return analyse_rounds(cfg, "intervene", rounds, intervene_round)
+    p = cfg.analysis.intervene.p
+    if not 0 < p <= 100:
+        raise ConfigError(f"analysis.intervene.p={p} must be in (0, 100] (percent of each round's "
+                          "negative-influence records the influence arm drops)")
+    return analyse_rounds(cfg, "intervene", rounds, intervene_round, "" if p == 100 else f"-p{format_p(p)}")

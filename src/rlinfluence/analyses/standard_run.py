@@ -71,9 +71,10 @@ def matches_run(trainer: Trainer, run_dir: Path, k: int) -> bool:
     return all(torch.equal(value, snapshot[name]) for name, value in trainer.model.state_dict().items())
 
 
-def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame) -> Path:
-    """One file per (env, seed): jobs of a sweep never write the same file."""
-    path = Path(cfg.figures.data_dir) / "analyses" / analysis / f"{cfg.env.name}-seed{cfg.seed}.csv"
+def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame, variant: str = "") -> Path:
+    """One file per (env, seed, variant): jobs of a sweep never write the same file, and a variant of an
+    analysis (e.g. `-p12.5`) never replaces the default's rows."""
+    path = Path(cfg.figures.data_dir) / "analyses" / analysis / f"{cfg.env.name}-seed{cfg.seed}{variant}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     rows.to_csv(path, index=False, float_format="%.8g")
     print(f"rlinfluence: wrote {path}; `rlinfluence task=figures` draws it")
@@ -81,7 +82,7 @@ def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame) -> Path:
 
 
 def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
-                   analyse_round: Callable[[Trainer, Path, int], pd.DataFrame]) -> pd.DataFrame:
+                   analyse_round: Callable[[Trainer, Path, int], pd.DataFrame], variant: str = "") -> pd.DataFrame:
     """Train the standard run if needed, then `analyse_round` each round from its snapshots; writes the
     rows and prints the analysis' wall time (the standard run's training not counted)."""
     run_cfg = standard_run_config(cfg)
@@ -95,7 +96,7 @@ def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
     finally:
         trainer.close()
     table = pd.concat(parts, ignore_index=True)
-    write_rows(cfg, analysis, table)
+    write_rows(cfg, analysis, table, variant)
     print(f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
           f"{len(rounds)} round(s)")
     return table

@@ -8,6 +8,7 @@ it complete, and the command that writes them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class AnalysisData:
     rounds: tuple[int, ...] = ()
     overrides: str = ""  # what the command needs beyond task, env and seed
     env_overrides: tuple[tuple[str, str], ...] = ()  # (env, overrides) for envs whose command differs
+    # (env, suffix of its files after `<env>-seed<k>`, as write_rows names a variant's, e.g. `-p12.5`); others: none
+    variants: tuple[tuple[str, str], ...] = ()
     experiments = ()  # reads no run's tidy rows (regenerate.py refreshes those of the outputs' experiments)
 
     @property
@@ -54,7 +57,10 @@ class AnalysisData:
                            for overrides, envs in envs_by_overrides.items())
 
     def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        files = sorted((Path(tidy.attrs[DATA_DIR]) / "analyses" / self.analysis).glob("*.csv"))
+        suffixes = dict(self.variants)
+        files = sorted(path for path in (Path(tidy.attrs[DATA_DIR]) / "analyses" / self.analysis).glob("*.csv")
+                       if re.fullmatch(rf"(.+)-seed\d+{re.escape(suffixes.get(path.stem.split('-seed')[0], ''))}",
+                                       path.stem))
         return pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else pd.DataFrame(
             columns=["env", "seed", "round"])
 
@@ -240,11 +246,26 @@ def spearman_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 ARM_LABELS = {"influence": "drop all negative influence", "random": "drop as many at random"}
 
 
+def iif_p(env: str) -> float:
+    """The env's IIF p (conf/env/<env>.yaml), the share of negative records an IIF round drops."""
+    return float(OmegaConf.load(ENV_CONFIG_DIR / f"{env}.yaml").env.p)
+
+
+def arm_label(arm: str, p: float) -> str:
+    """The arm's label; rows written before `analysis.intervene.p` existed dropped all negatives (p = 100)."""
+    return f"drop {p:g} % of negative influence (IIF's p)" if arm == "influence" and p < 100 else ARM_LABELS[arm]
+
+
 def deltas(rows: pd.DataFrame) -> pd.DataFrame:
     """Δreturn = test(arm) − test(all records), per env, seed, round and dropping arm."""
     wide = rows.pivot_table(index=["env", "seed", "round"], columns="arm", values="test_return")
     long = wide[list(ARM_LABELS)].sub(wide["all"], axis=0).reset_index()
     return long.melt(id_vars=["env", "seed", "round"], var_name="arm", value_name="delta")
+
+
+def drop_share(rows: pd.DataFrame, env: str) -> float:
+    """p of the env's intervention rows (100: all negatives, also for rows written before the column)."""
+    return float(rows.loc[rows["env"] == env].get("p", pd.Series([100.0])).fillna(100.0).iloc[0])
 
 
 def _delta_boxes(output: Output, rows: pd.DataFrame, arms: tuple[str, ...]) -> Figure:
@@ -289,7 +310,8 @@ def intervention_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     for env in output.runs.envs:
         for arm in ARM_LABELS:
             part = data[(data["env"] == env) & (data["arm"] == arm)]
-            lines.append({"env": paper.ENV_TITLES[env], "arm": ARM_LABELS[arm], "seeds": str(part["seed"].nunique()),
+            lines.append({"env": paper.ENV_TITLES[env], "arm": arm_label(arm, drop_share(rows, env)),
+                          "seeds": str(part["seed"].nunique()),
                           "rounds": str(part["round"].nunique())} | _delta_summary(part["delta"]))
     return pd.DataFrame(lines)
 
@@ -381,6 +403,16 @@ _DIAGNOSE = {"frozenlake": _DIAGNOSE_ROUNDS, "minigrid": _DIAGNOSE_MINIGRID}
 # Evaluation episodes as in the main reproduction (reproduce_cpu.sh); FrozenLake keeps its preset's 1,000.
 _INTERVENE_EPISODES = (("acrobot", "eval.episodes=100"), ("minigrid", "eval.episodes=100"),
                        ("lunarlander", "eval.episodes=50"))
+
+
+def _intervened_at_iif_p(envs: tuple[str, ...]) -> AnalysisData:
+    """task=intervene with analysis.intervene.p at each env's IIF p: its command and its `-p<p>` files."""
+    episodes = dict(_INTERVENE_EPISODES)
+    return AnalysisData("intervene", envs, 3, env_overrides=tuple(
+        (env, f"{episodes.get(env, '')} analysis.intervene.p={iif_p(env):g}".strip()) for env in envs),
+                        variants=tuple((env, f"-p{iif_p(env):g}") for env in envs))
+
+
 _TIMELINE_NOTE = ("How the behaviour f_action = log π(a*|s*) forms over a standard-PPO run: π_θk(a*|s*) and the "
                   "graph roughness R of the positive influence over the final network's state embedding "
                   "(u-nearest-neighbour graph) against round, cut into 3 phases (least-squares change points "
@@ -419,6 +451,10 @@ OUTPUTS: tuple[Output, ...] = (
            "Δreturn of one round's update without the dropped records, against the update on all records.",
            AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid", "lunarlander"), 3,
                         env_overrides=_INTERVENE_EPISODES), intervention_table),
+    Output("intervention_at_iif_p", "Fig. 5/11 at IIF's p (beyond the paper)",
+           "As the summary, but each round drops only the share of its negative-influence records that an IIF "
+           "round drops (the env's p), not all of them.",
+           _intervened_at_iif_p(("frozenlake", "acrobot", "minigrid", "lunarlander")), intervention_table),
     *(Output(f"{figure}_timeline_{env}", title, _TIMELINE_NOTE, AnalysisData("timeline", (env,), 1, (), overrides),
              timeline_figure)
       for figure, title, env, overrides in (("fig10", "Fig. 10", "acrobot", "eval.episodes=100"),
