@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
 from rlinfluence.paths import CONFIG_DIR  # noqa: E402
+from rlinfluence.figures.section4 import iif_p  # noqa: E402
 
 # Small enough for a 2-round run in about a second, large enough for several minibatches.
 TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",
@@ -48,6 +49,8 @@ def write_analyses(data_dir) -> None:
                     for k in range(1, 6) for arm in ("all", "influence", "random")]
             (data_dir / "analyses" / "intervene").mkdir(parents=True, exist_ok=True)
             pd.DataFrame(rows).to_csv(data_dir / "analyses" / "intervene" / f"{env}-seed{seed}.csv", index=False)
+            at_p = pd.DataFrame(rows).assign(p=iif_p(env))  # analysis.intervene.p at the env's IIF p
+            at_p.to_csv(data_dir / "analyses" / "intervene" / f"{env}-seed{seed}-p{iif_p(env):g}.csv", index=False)
             groups = [("none", 0.0)] + [("random", size) for size in (0.01, 0.05, 0.2, 0.5) for _ in range(10)] + \
                      [("iif", 0.2), ("all_negative", 0.4)]
             rows = [{"env": env, "seed": seed, "round": 5, "kind": kind, "size": size, "group": i,

@@ -96,19 +96,14 @@ def test_an_intervention_p_out_of_range_is_refused_before_anything_is_written(tm
 
 
 def test_outputs_read_the_intervention_rows_of_their_own_p_only(tmp_path):
-    write_analyses(tmp_path / "data")
-    folder = tmp_path / "data" / "analyses" / "intervene"
-    for path in list(folder.glob("*.csv")):
-        env, seed = path.stem.split("-seed")
-        rows = pd.read_csv(path).assign(p=iif_p(env), test_return=lambda d: d["test_return"] + 1000)
-        rows.to_csv(folder / f"{path.stem}-p{iif_p(env):g}.csv", index=False)
+    write_analyses(tmp_path / "data")  # <env>-seed<k>.csv without a p column, <env>-seed<k>-p<p>.csv with one
     outputs = {o.name: o for o in SECTION4}
     tidy = pd.DataFrame()
     tidy.attrs[DATA_DIR] = str(tmp_path / "data")
     paper_rows = outputs["intervention_summary"].runs.select(tidy)
     at_p = outputs["intervention_at_iif_p"].runs.select(tidy)
     assert len(paper_rows) == len(at_p) == 4 * 3 * 5 * 3
-    assert (paper_rows["test_return"] < 500).all() and (at_p["test_return"] > 500).all()
+    assert "p" not in paper_rows and (at_p["p"] == at_p["env"].map(iif_p)).all()
     at_p_table = outputs["intervention_at_iif_p"].build(outputs["intervention_at_iif_p"], at_p)
     paper_table = outputs["intervention_summary"].build(outputs["intervention_summary"], paper_rows)
     assert {"drop 12.5 % of negative influence (IIF's p)", "drop 50 % of negative influence (IIF's p)"} <= set(

@@ -97,7 +97,7 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
-          "intervention_summary", "robust_collapse_frozenlake", "robust_efficiency",
+          "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
           "table6_rlhf_runtime_tiny"]
 
