@@ -28,6 +28,11 @@ from rlinfluence.tasks import register
 ALL, INFLUENCE, RANDOM = "all", "influence", "random"
 
 
+def p_variant(p: float) -> str:
+    """The file suffix of rows at p (write_rows): none for the paper's 100, `-p12.5` otherwise."""
+    return "" if p == 100 else f"-p{format_p(p)}"
+
+
 def arm_selections(buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator,
                    p: float) -> dict[str, Selection]:
     return {ALL: KeepAll().select(buffer, scores, rng),
@@ -59,4 +64,4 @@ def intervene(cfg: DictConfig) -> pd.DataFrame:
     if not 0 < p <= 100:
         raise ConfigError(f"analysis.intervene.p={p} must be in (0, 100] (percent of each round's "
                           "negative-influence records the influence arm drops)")
-    return analyse_rounds(cfg, "intervene", rounds, intervene_round, "" if p == 100 else f"-p{format_p(p)}")
+    return analyse_rounds(cfg, "intervene", rounds, intervene_round, p_variant(p))

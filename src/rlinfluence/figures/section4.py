@@ -21,6 +21,7 @@ from matplotlib.patches import Patch, Rectangle
 from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
+from rlinfluence.analyses.intervene import p_variant
 from rlinfluence.analyses.timeline import phases, round_series
 from rlinfluence.config import EnvConfig
 from rlinfluence.envs import ENV_CONFIG_DIR, STATE_SETTERS, make_env
@@ -410,7 +411,7 @@ def _intervened_at_iif_p(envs: tuple[str, ...]) -> AnalysisData:
     episodes = dict(_INTERVENE_EPISODES)
     return AnalysisData("intervene", envs, 3, env_overrides=tuple(
         (env, f"{episodes.get(env, '')} analysis.intervene.p={iif_p(env):g}".strip()) for env in envs),
-                        variants=tuple((env, f"-p{iif_p(env):g}") for env in envs))
+                        variants=tuple((env, p_variant(iif_p(env))) for env in envs))
 
 
 _TIMELINE_NOTE = ("How the behaviour f_action = log π(a*|s*) forms over a standard-PPO run: π_θk(a*|s*) and the "
