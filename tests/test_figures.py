@@ -99,7 +99,7 @@ TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
           "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
-          "table6_rlhf_runtime_tiny"]
+          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -171,6 +171,18 @@ def test_protocol_table_pairs_each_protocol_and_the_authors_pairing(made):
         "clean vs PPO clean", "abandon vs PPO abandon", "samestarts vs PPO samestarts",
         "samenoise vs PPO samenoise", "paper vs PPO paper", "abandon vs PPO clean", "samestarts vs PPO clean",
         "samenoise vs PPO clean", "paper vs PPO clean"]
+
+
+@pytest.mark.parametrize("name, envs, arms", [
+    ("fig12_efficiency", ["FrozenLake", "MiniGrid"], ["IIF", "Advantage H1", "Advantage H2"]),
+    ("fig13_efficiency", ["FrozenLake", "LunarLander"], ["IIF", "TD-error reweighting"]),
+])
+def test_heuristics_tables_compare_each_filter_with_standard_ppo(made, name, envs, arms):
+    rows = table(made[2], name)
+    assert [tuple(r) for r in rows[["Env", "Arm"]].itertuples(index=False)] == [(e, a) for e in envs for a in arms]
+    # Only IIF has a paper number (Fig. 6b's); the paper printed none for the heuristics.
+    assert (rows.loc[rows["Arm"] != "IIF", "Paper SE_ave"] == "—").all()
+    assert (rows.loc[rows["Arm"] == "IIF", "Paper SE_ave"] != "—").all()
 
 
 def test_a_growing_study_uses_every_common_seed_and_the_paper_figures_their_count(made):

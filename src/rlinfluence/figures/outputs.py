@@ -498,6 +498,17 @@ OUTPUTS: tuple[Output, ...] = (
            "TD-error (PER-style) reweighting against IIF and standard PPO. " + _CURVES_NOTE,
            Runs("heuristics_td_error", ("frozenlake", "lunarlander"), (STANDARD, IIF, TD_ERROR), seeds=3),
            learning_curves),
+    # The paper shows Figs. 12-13 as curves only; these tables put a number on "matches IIF" / "hurts".
+    Output("fig12_efficiency", "Fig. 12, round savings",
+           "Advantage heuristics H1 and H2 and IIF (same p), each against standard PPO of the same seed. "
+           + _ROBUST_NOTE,
+           Runs("heuristics_advantage", ("frozenlake", "minigrid"), (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2),
+                seeds=3),
+           protocol_table),
+    Output("fig13_efficiency", "Fig. 13, round savings",
+           "TD-error reweighting and IIF, each against standard PPO of the same seed. " + _ROBUST_NOTE,
+           Runs("heuristics_td_error", ("frozenlake", "lunarlander"), (STANDARD, IIF, TD_ERROR), seeds=3),
+           protocol_table),
     Output("fig14_p_ablation", "Fig. 14",
            "IIF with drop percentage p against standard PPO. " + _CURVES_NOTE,
            Runs("p_ablation", ABLATION_ENVS, (STANDARD, *IIF_AT_P), seeds=3), learning_curves),
