@@ -450,6 +450,11 @@ def collapse_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- the catalogue
 
+# Figs. 12-13 are drawn twice from the same runs: the curves and a round-savings table.
+ADVANTAGE_HEURISTIC_RUNS = Runs("heuristics_advantage", ("frozenlake", "minigrid"),
+                                (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2), seeds=3)
+TD_ERROR_RUNS = Runs("heuristics_td_error", ("frozenlake", "lunarlander"), (STANDARD, IIF, TD_ERROR), seeds=3)
+
 _CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
 _SE_NOTE = ("Each seed is compared with standard PPO of the same seed, then mean ± std over seeds. "
             "Levels are the running-maximum records of the standard curve after round 0; a level the "
@@ -491,23 +496,21 @@ OUTPUTS: tuple[Output, ...] = (
            Runs("main", MAIN_ENVS, (STANDARD, IIF), seeds=5), table5_runtime),
     Output("fig12_advantage_heuristics", "Fig. 12",
            "Advantage heuristics H1 and H2 (same p as IIF) against IIF and standard PPO. " + _CURVES_NOTE,
-           Runs("heuristics_advantage", ("frozenlake", "minigrid"), (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2),
-                seeds=3),
+           ADVANTAGE_HEURISTIC_RUNS,
            learning_curves),
     Output("fig13_td_error", "Fig. 13",
            "TD-error (PER-style) reweighting against IIF and standard PPO. " + _CURVES_NOTE,
-           Runs("heuristics_td_error", ("frozenlake", "lunarlander"), (STANDARD, IIF, TD_ERROR), seeds=3),
+           TD_ERROR_RUNS,
            learning_curves),
     # The paper shows Figs. 12-13 as curves only; these tables put a number on "matches IIF" / "hurts".
     Output("fig12_efficiency", "Fig. 12, round savings",
            "Advantage heuristics H1 and H2 and IIF (same p), each against standard PPO of the same seed. "
            + _ROBUST_NOTE,
-           Runs("heuristics_advantage", ("frozenlake", "minigrid"), (STANDARD, IIF, ADVANTAGE_H1, ADVANTAGE_H2),
-                seeds=3),
+           ADVANTAGE_HEURISTIC_RUNS,
            protocol_table),
     Output("fig13_efficiency", "Fig. 13, round savings",
            "TD-error reweighting and IIF, each against standard PPO of the same seed. " + _ROBUST_NOTE,
-           Runs("heuristics_td_error", ("frozenlake", "lunarlander"), (STANDARD, IIF, TD_ERROR), seeds=3),
+           TD_ERROR_RUNS,
            protocol_table),
     Output("fig14_p_ablation", "Fig. 14",
            "IIF with drop percentage p against standard PPO. " + _CURVES_NOTE,
