@@ -21,3 +21,15 @@ run experiment_name=p_ablation env=acrobot method=ppo seed=0,1,2 eval.episodes=1
 run experiment_name=p_ablation env=acrobot method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2 eval.episodes=100
 run experiment_name=p_ablation env=lunarlander method=ppo seed=0,1,2 eval.episodes=50
 run experiment_name=p_ablation env=lunarlander method=iif method.p=6.25,12.5,25,50,100 seed=0,1,2 eval.episodes=50
+# Figs. 12-13: the heuristics, 3 seeds. Each overlay runs its own standard PPO and IIF arms with the
+# main comparison's settings (the IIF arms of both FrozenLake overlays come out identical).
+run +experiment=heuristics_advantage env=frozenlake
+run +experiment=heuristics_td_error env=frozenlake
+run +experiment=heuristics_advantage env=minigrid eval.episodes=100
+# Table 2 / Fig. 14 on MiniGrid (seed-outer, so an interrupted sitting leaves whole seeds behind).
+run experiment_name=p_ablation env=minigrid method=ppo seed=0,1,2 eval.episodes=100
+run experiment_name=p_ablation env=minigrid seed=0,1,2 method=iif method.p=6.25,12.5,25,50,100 eval.episodes=100
+run +experiment=heuristics_td_error env=lunarlander eval.episodes=50
+# Table 3 / Fig. 15: Adam, 5 seeds.
+run +experiment=adam env=minigrid eval.episodes=100
+run +experiment=adam env=lunarlander eval.episodes=50
