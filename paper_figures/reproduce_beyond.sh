@@ -14,6 +14,8 @@ run task=counterfactual env=frozenlake,acrobot seed=0 "${CF[@]}" analysis.counte
 # run task=counterfactual env=minigrid,lunarlander seed=0 "${CF[@]}"
 
 # Adam-aware influence beside Table 3: its IIF runs, and Table 3's own runs (standard PPO and plain-influence
-# IIF, seeds 0-4) that it compares against. Not run on the 2-core machine (42 LunarLander/MiniGrid runs).
-# run +experiment=adam_preconditioner
-# run +experiment=adam
+# IIF) that it compares against, 3 seeds. MiniGrid is done; LunarLander's are the next lines to run.
+run +experiment=adam env=minigrid eval.episodes=100 seed='range(0,3)'
+run +experiment=adam_preconditioner env=minigrid eval.episodes=100
+run +experiment=adam env=lunarlander eval.episodes=50 seed='range(0,3)'
+run +experiment=adam_preconditioner env=lunarlander eval.episodes=50
