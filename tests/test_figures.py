@@ -98,6 +98,7 @@ TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
           "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
+          "robust_auto_vs_p",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
           "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency"]
 
@@ -118,9 +119,9 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
                                                           "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
-    main_runs = {(env, arm.tag_for(env), protocol, seed) for o in OUTPUTS if o.runs.experiment == "main"
-                 for env in o.runs.envs for arm in o.runs.arms for protocol in o.runs.protocols
-                 for seed in range(o.runs.seeds)}
+    main_runs = {(env, arm.tag_for(env), protocol, seed) for o in OUTPUTS
+                 for env in o.runs.envs for arm in o.runs.arms if (arm.experiment or o.runs.experiment) == "main"
+                 for protocol in o.runs.protocols for seed in range(o.runs.seeds)}
     assert len(main) == len(main_runs) * 5  # runs × rounds (0..4)
     assert main.groupby(["env", "method_tag", "protocol", "seed"]).size().eq(5).all()
 
@@ -137,6 +138,10 @@ MAIN_ENV_TITLES = ["FrozenLake", "Acrobot", "MiniGrid", "Highway", "LunarLander"
                                     for arm in ("IIF, Adam-preconditioned influence", "IIF, plain influence")
                                     for source in ("ours", "paper")]),
     ("table4_final_return_ci", [("MiniGrid",), ("LunarLander",), ("BipedalWalker",)]),
+    # p = auto beside each hand-tuned p; standard PPO (the p ablation's) is the reference, not a row.
+    ("robust_auto_vs_p", [(env, arm) for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
+                          for arm in [f"IIF p = {p} %" for p in ("6.25", "12.5", "25", "50", "100")]
+                          + ["IIF, p = auto", "IIF + entropy guard, p = auto"]]),
     ("table5_runtime", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
 ])
 def test_table_rows(made, name, row_keys):
