@@ -98,7 +98,7 @@ TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
           "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
-          "robust_auto_vs_p",
+          "robust_auto_vs_p", "robust_stall_acrobot",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
           "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency"]
 

@@ -560,6 +560,11 @@ OUTPUTS: tuple[Output, ...] = (
            "our protocol, with the rate's Wilson 95 % interval.",
            Runs("main", ("frozenlake",), (IIF, *ROBUST_ARMS), seeds=30, overlay="robust_collapse", all_seeds=True),
            collapse_table),
+    Output("robust_stall_acrobot", "Robust IIF: stuck seeds (Acrobot)",
+           "Seeds whose test return has not reached −150 by round 20: standard PPO, plain IIF (p = 50 %) and the "
+           "robust variants, our protocol, with the rate's Wilson 95 % interval.",
+           Runs("main", ("acrobot",), (STANDARD, IIF, *ROBUST_ARMS), seeds=5, overlay="robust", all_seeds=True),
+           collapse_table),
     Output("robust_efficiency", "Robust IIF: round savings",
            "Plain IIF at the paper's p and the robust variants, each against standard PPO of the same seed, our "
            "protocol. " + _ROBUST_NOTE,
