@@ -12,7 +12,7 @@ CF=(experiment_name=section4 env.rounds=10 eval.every=10 eval.episodes=100 "anal
 run task=counterfactual env=lunarlander,minigrid,frozenlake,acrobot seed=0 "${CF[@]}"
 
 # Adam-aware influence beside Table 3: its IIF runs, and Table 3's own runs (standard PPO and plain-influence
-# IIF) that it compares against, 3 seeds. MiniGrid is done; LunarLander's are the next lines to run.
+# IIF) that it compares against, 3 seeds (all four lines finished; rows in data/adam*.csv).
 run +experiment=adam env=minigrid eval.episodes=100 seed='range(0,3)'
 run +experiment=adam_preconditioner env=minigrid eval.episodes=100
 run +experiment=adam env=lunarlander eval.episodes=50 seed='range(0,3)'
