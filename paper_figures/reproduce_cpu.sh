@@ -33,3 +33,6 @@ run +experiment=heuristics_td_error env=lunarlander eval.episodes=50
 # Table 3 / Fig. 15: Adam, 5 seeds.
 run +experiment=adam env=minigrid eval.episodes=100
 run +experiment=adam env=lunarlander eval.episodes=50
+# Fig. 6 / Table 5 on Highway (5 Hz physics, the preset's), seed-outer: every round evaluated with 50
+# episodes (evaluating 100 every k-th round instead biases SE_ave down: paper_figures/eval_cadence.md).
+run experiment_name=main env=highway seed=0,1,2,3,4 method=ppo,iif,random eval.episodes=50

@@ -100,7 +100,7 @@ TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_
           "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
           "robust_auto_vs_p", "robust_stall_acrobot",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
-          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency"]
+          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency", "eval_cadence"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -148,6 +148,17 @@ def test_table_rows(made, name, row_keys):
     rows = table(made[2], name)
     keys = [c for c in ("Env", "p (%)", "Arm", "Source") if c in rows.columns]
     assert [tuple(r) for r in rows[keys].itertuples(index=False)] == row_keys
+
+
+def test_eval_cadence_thins_both_curves(made):
+    # Every 2 rounds: standard PPO's levels are 2 and 4 (rounds 2, 4), IIF reaches both at round 2:
+    # SE_ave = mean(0, 50) = 25 %. Every 4 (and 10, with 4 rounds): one level, both reach it at round 4.
+    rows = table(made[2], "eval_cadence").set_index(["Env", "Evaluated every (rounds)"])
+    frozenlake = rows.loc["FrozenLake"]
+    assert frozenlake["Levels per seed"].tolist() == ["4.0", "2.0", "1.0", "1.0"]
+    assert frozenlake["SE_ave (%)"].tolist() == ["33.3 ± 0.0", "25.0 ± 0.0", "0.0 ± 0.0", "0.0 ± 0.0"]
+    assert frozenlake["SE_ave shift per seed, mean (max)"].tolist() == ["0.0 (0.0)", "8.3 (8.3)", "33.3 (33.3)", "33.3 (33.3)"]
+    assert rows.index.get_level_values("Env").unique().tolist() == ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
 
 
 def test_efficiency_table_values(made):
