@@ -216,6 +216,11 @@ def runtime_per_seed(rows: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- formatting
 
 
+def _in_paper_env_order(column: pd.Series) -> pd.Series:
+    """Sort key for `sort_values`: the env column in the paper's env order, other columns as they are."""
+    return column.map({env: i for i, env in enumerate(paper.ENV_ORDER)}) if column.name == "env" else column
+
+
 def _pm(mean: float, spread: float, digits: int) -> str:
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
@@ -229,8 +234,7 @@ def _summary_rows(per_seed: pd.DataFrame, keys: list[str], columns: dict[str, st
     {column: (mean, ±)} for that key, or None where the paper printed nothing. `ours_only(group)`
     adds cells the paper has no counterpart for.
     """
-    order = {env: i for i, env in enumerate(paper.ENV_ORDER)}
-    per_seed = per_seed.sort_values(keys, key=lambda s: s.map(order) if s.name == "env" else s)
+    per_seed = per_seed.sort_values(keys, key=_in_paper_env_order)
     rows = []
     for key, group in per_seed.groupby(keys, sort=False):
         second = {} if len(key) == 1 else {"p (%)": f"{key[1]:g}"} if keys[1] == "p" else {keys[1].capitalize(): key[1]}
@@ -358,9 +362,9 @@ def eval_cadence_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     every_round = per_seed[per_seed["every"] == 1].set_index(["env", "seed"])["SE_ave"].rename("every_round")
     per_seed = per_seed.join(every_round, on=["env", "seed"])
     per_seed["shift"] = (per_seed["SE_ave"] - per_seed["every_round"]).abs()
-    order = {env: i for i, env in enumerate(paper.ENV_ORDER)}
     table = []
-    for (env, every), group in sorted(per_seed.groupby(["env", "every"]), key=lambda item: (order[item[0][0]], item[0][1])):
+    for (env, every), group in per_seed.sort_values(["env", "every"], key=_in_paper_env_order).groupby(
+            ["env", "every"], sort=False):
         table.append({"Env": paper.ENV_TITLES[env], "Evaluated every (rounds)": str(every),
                       "Seeds": str(len(group)), "Levels per seed": f"{group['levels'].mean():.1f}",
                       "SE_ave (%)": _pm(group["SE_ave"].mean(), group["SE_ave"].std(), 1),
