@@ -100,7 +100,7 @@ TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_
           "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
           "robust_auto_vs_p", "robust_stall_acrobot",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
-          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency", "eval_cadence"]
+          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency", "eval_cadence", "fig6b_robust"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -192,11 +192,12 @@ def test_protocol_table_pairs_each_protocol_and_the_authors_pairing(made):
 @pytest.mark.parametrize("name, envs, arms", [
     ("fig12_efficiency", ["FrozenLake", "MiniGrid"], ["IIF", "Advantage H1", "Advantage H2"]),
     ("fig13_efficiency", ["FrozenLake", "LunarLander"], ["IIF", "TD-error reweighting"]),
+    ("fig6b_robust", MAIN_ENV_TITLES, ["IIF", "Random"]),
 ])
-def test_heuristics_tables_compare_each_filter_with_standard_ppo(made, name, envs, arms):
+def test_filter_tables_compare_each_filter_with_standard_ppo(made, name, envs, arms):
     rows = table(made[2], name)
     assert [tuple(r) for r in rows[["Env", "Arm"]].itertuples(index=False)] == [(e, a) for e in envs for a in arms]
-    # Only IIF has a paper number (Fig. 6b's); the paper printed none for the heuristics.
+    # Only IIF has a paper number (Fig. 6b's); the paper printed none for the other filters.
     assert (rows.loc[rows["Arm"] != "IIF", "Paper SE_ave"] == "—").all()
     assert (rows.loc[rows["Arm"] == "IIF", "Paper SE_ave"] != "—").all()
 
