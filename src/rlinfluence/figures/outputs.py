@@ -225,6 +225,16 @@ def _pm(mean: float, spread: float, digits: int) -> str:
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
 
+def _pm_over_seeds(values: pd.Series, digits: int) -> str:
+    """Mean ± std over the seeds that have a value, saying how many have none (e.g. a time to a level
+    never reached): a mean over fewer seeds than the row's must not pass for one over all of them."""
+    missing = int(values.isna().sum())
+    if missing == len(values):
+        return f"none ({missing} of {missing} seeds)"
+    summary = _pm(values.mean(), values.std(), digits)
+    return f"{summary} (none for {missing} of {len(values)} seeds)" if missing else summary
+
+
 def _summary_rows(per_seed: pd.DataFrame, keys: list[str], columns: dict[str, str],
                   paper_values: Callable[[tuple], dict | None], digits: int, paper_seeds: int,
                   ours_only: Callable[[pd.DataFrame], dict[str, str]] = lambda group: {}) -> pd.DataFrame:
@@ -239,7 +249,7 @@ def _summary_rows(per_seed: pd.DataFrame, keys: list[str], columns: dict[str, st
     for key, group in per_seed.groupby(keys, sort=False):
         second = {} if len(key) == 1 else {"p (%)": f"{key[1]:g}"} if keys[1] == "p" else {keys[1].capitalize(): key[1]}
         key_cells = {"Env": paper.ENV_TITLES[key[0]], **second}
-        ours = {header: _pm(group[col].mean(), group[col].std(), digits) for col, header in columns.items()}
+        ours = {header: _pm_over_seeds(group[col], digits) for col, header in columns.items()}
         reported = paper_values(key) or {}
         theirs = {header: _pm(*reported[col], digits) if col in reported else MISSING_CELL
                   for col, header in columns.items()}
@@ -548,8 +558,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output("table5_runtime", "Table 5",
            "Wall-clock seconds, mean ± std over seeds. Per-round columns average the training "
            "rounds; totals are collection + influence + update without evaluation. 'To std peak' is IIF's "
-           "time to reach standard PPO's peak return; RT_peak divides it by standard PPO's time to its peak "
-           "(the paper divided by standard PPO's whole run).",
+           "time to reach standard PPO's peak return (none for a seed whose IIF never reaches it); RT_peak divides "
+           "it by standard PPO's time to its peak (the paper divided by standard PPO's whole run).",
            Runs("main", MAIN_ENVS, (STANDARD, IIF), seeds=5), table5_runtime),
     Output("fig12_advantage_heuristics", "Fig. 12",
            "Advantage heuristics H1 and H2 (same p as IIF) against IIF and standard PPO. " + _CURVES_NOTE,
