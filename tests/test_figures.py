@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures import catalogue
-from rlinfluence.figures.outputs import OUTPUTS
+from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds
 from conftest import write_analyses, write_lm_runs
 from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
@@ -366,3 +366,10 @@ def test_two_runs_claiming_the_same_seed_are_an_error(tmp_path):
     shutil.copytree(tmp_path / "runs" / "main", tmp_path / "runs" / "backup" / "main")
     with pytest.raises(ValueError, match="several runs share"):
         tidy_from_runs(tmp_path / "runs")
+
+
+def test_a_summary_over_seeds_says_how_many_seeds_have_no_value():
+    # e.g. Table 5's time to the standard peak, which a seed that never reaches the peak does not have
+    assert _pm_over_seeds(pd.Series([1.0, 3.0]), 1) == "2.0 ± 1.4"
+    assert _pm_over_seeds(pd.Series([1.0, 3.0, float("nan")]), 1) == "2.0 ± 1.4 (none for 1 of 3 seeds)"
+    assert _pm_over_seeds(pd.Series([float("nan")] * 5), 2) == "none (5 of 5 seeds)"
