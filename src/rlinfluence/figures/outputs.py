@@ -377,8 +377,8 @@ def eval_cadence_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
             ["env", "every"], sort=False):
         table.append({"Env": paper.ENV_TITLES[env], "Evaluated every (rounds)": str(every),
                       "Seeds": str(len(group)), "Levels per seed": f"{group['levels'].mean():.1f}",
-                      "SE_ave (%)": _pm(group["SE_ave"].mean(), group["SE_ave"].std(), 1),
-                      "SE_peak (%)": _pm(group["SE_peak"].mean(), group["SE_peak"].std(), 1),
+                      "SE_ave (%)": _pm_over_seeds(group["SE_ave"], 1),
+                      "SE_peak (%)": _pm_over_seeds(group["SE_peak"], 1),
                       "SE_ave shift per seed, mean (max)": f"{group['shift'].mean():.1f} ({group['shift'].max():.1f})"})
     return pd.DataFrame(table)
 
@@ -458,15 +458,15 @@ def protocol_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                 table.append({
                     "Env": paper.ENV_TITLES[env], "Protocol": pairing.label, "Arm": arm.label,
                     "Seeds": str(len(per_seed)),
-                    "SE_ave mean ± std": _pm(se_ave.mean(), se_ave.std(), 1),
+                    "SE_ave mean ± std": _pm_over_seeds(se_ave, 1),
                     "SE_ave median": f"{se_ave.median():.1f}",
                     "SE_ave IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
                     "SE_ave without worst seed": f"{metrics.mean_without_worst(se_ave):.1f}",
                     "SE_ave of seed-mean curves": f"{pooled:.1f}",
-                    "SE_peak mean ± std": _pm(per_seed["SE_peak"].mean(), per_seed["SE_peak"].std(), 1),
+                    "SE_peak mean ± std": _pm_over_seeds(per_seed["SE_peak"], 1),
                     "SE_peak median": f"{per_seed['SE_peak'].median():.1f}",
                     "SE_ave even levels mean ± std (median)": (
-                        f"{_pm(per_seed['SE_ave_even'].mean(), per_seed['SE_ave_even'].std(), 1)} "
+                        f"{_pm_over_seeds(per_seed['SE_ave_even'], 1)} "
                         f"({per_seed['SE_ave_even'].median():.1f})"),
                     "Paper SE_ave": _pm(*reported, 1) if reported else MISSING_CELL,
                 })

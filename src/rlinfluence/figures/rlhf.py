@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm
+from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.runs import CSV_FLOAT_FORMAT, run_agent, scan_runs
 from rlinfluence.figures.section4 import DATA_DIR
@@ -173,7 +173,7 @@ def runtime_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
         for arm, paper_index in ((IIF, 0), (STANDARD, 1)):
             seconds = per_seed.loc[arm.label, column]
             skipped = arm == STANDARD and column == "time_influence"
-            cells[f"{arm.label} (s)"] = MISSING_CELL if skipped else _pm(seconds.mean(), seconds.std(), 2)
+            cells[f"{arm.label} (s)"] = MISSING_CELL if skipped else _pm_over_seeds(seconds, 2)
             reported = paper.TABLE6[stage][paper_index]
             cells[f"{arm.label}, paper (s)"] = _pm(*reported, 2) if reported else MISSING_CELL
         table.append(cells)
