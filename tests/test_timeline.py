@@ -16,8 +16,10 @@ from rlinfluence.analyses.timeline import graph_roughness, knn_edges, phase_star
 from rlinfluence.checkpoint import load_snapshot
 from rlinfluence.cli import run_task
 from rlinfluence.config import ConfigError
-from rlinfluence.figures import regenerate
+from rlinfluence.figures import regenerate, section4
+from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.networks import ActorCritic
+from rlinfluence.paths import REPO_ROOT
 from rlinfluence.round import Trainer
 
 
@@ -130,3 +132,14 @@ def test_timeline_without_a_default_state_follows_the_start_state(tmp_path, tiny
     rows = run_task(cfg)
     assert json.loads(rows["target_state"].iloc[0]) == [1.0] + [0.0] * 15
     assert rows["roughness"].dropna().between(0, 1).all() and len(rows) == 3 * 3
+
+
+def test_timeline_figure_legend_names_every_action_any_phase_shows():
+    # The committed Highway timeline: phase 1's top records take 2 actions, later phases more.
+    rows = pd.read_csv(REPO_ROOT / "paper_figures" / "data" / "analyses" / "timeline" / "highway-seed0.csv")
+    output = next(output for output in OUTPUTS if output.name == "fig4_timeline_highway")
+    fig = section4.timeline_figure(output, rows)
+    (legend,) = fig.legends
+    shown = sorted(rows[rows["seed"] == rows["seed"].min()]["action"].unique())
+    assert [text.get_text() for text in legend.get_texts()] == [f"a = {action}" for action in shown] + ["s*"]
+    assert len(shown) > rows[rows["round"] <= 4]["action"].nunique()  # more than phase 1 alone took

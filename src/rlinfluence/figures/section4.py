@@ -380,8 +380,11 @@ def timeline_figure(output: Output, rows: pd.DataFrame) -> Figure:
         for phase in range(1, n_phases + 1):
             ax = fig.add_subplot(grid[1, phase - 1])
             _phase_records(ax, top[top["phase"] == phase], env, target, actions)
-            if phase == 1:
-                ax.legend(fontsize=6, loc="best")
+        # One legend for every phase: a phase's own handles would list only the actions its records took.
+        handles = {label: handle for ax in fig.axes for handle, label in zip(*ax.get_legend_handles_labels())}
+        labels = [label for label in [f"a = {action}" for action in actions] + ["s*"] if label in handles]
+        fig.legend([handles[label] for label in labels], labels, loc="outside lower center", ncols=len(labels),
+                   fontsize=7, frameon=False)
         fig.suptitle(f"{output.title}: {output.caption} {paper.ENV_TITLES[env]}, seed {seed}, "
                      f"a* = {rows['target_action'].iloc[0]}, s* = [{', '.join(f'{v:.3g}' for v in state)}].",
                      wrap=True)
