@@ -276,6 +276,9 @@ def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
     assert list(shortfalls) == ["highway"]
     assert "main/highway" in shortfalls["highway"]
     assert "has 4 in common" in shortfalls["highway"] and "random-p50 4" in shortfalls["highway"]
+    # The line names the command that makes the missing runs the way the committed ones were made.
+    assert shortfalls["highway"].endswith("`rlinfluence -m +experiment=main env=highway eval.episodes=50`")
+    assert fig6a.runs.command_for("frozenlake") == "rlinfluence -m +experiment=main env=frozenlake"
 
 
 def test_an_incomplete_env_is_left_out_of_the_output_and_listed(made, tmp_path):

@@ -60,6 +60,14 @@ PROTOCOL_ENVS = ("frozenlake", "acrobot", "minigrid")
 # starts in the same state, so repeating the seeded starts alone changes nothing there.
 COLLECTION_PARTS = {"acrobot": ("abandon", "samestarts", "samenoise"), "frozenlake": ("abandon", "samenoise")}
 ABLATION_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander")
+# Evaluation episodes per round of the committed runs where they are fewer than the paper's (env.eval_episodes),
+# the same for every arm and seed of an env (paper_figures/README.md, "Evaluation episodes", "Evaluation cadence").
+CPU_EVAL_EPISODES = {"acrobot": 100, "minigrid": 100, "lunarlander": 50, "highway": 50, "bipedalwalker": 32}
+
+
+def cpu_eval_override(env: str) -> str:
+    """The override that gives a new run of `env` the committed runs' evaluation ('' where they used the paper's)."""
+    return f"eval.episodes={CPU_EVAL_EPISODES[env]}" if env in CPU_EVAL_EPISODES else ""
 
 
 @dataclass(frozen=True)
@@ -84,8 +92,16 @@ class Runs:
 
     @property
     def command(self) -> str:
+        return self._command("")
+
+    def command_for(self, env: str) -> str:
+        """The command for one env's runs, with the evaluation its committed runs used (a new seed made
+        with the paper's episodes would sit beside them under the same run key)."""
+        return self._command(" ".join(("", f"env={env}", cpu_eval_override(env))).rstrip())
+
+    def _command(self, overrides: str) -> str:
         overlays = [self.overlay or self.experiment, *self.experiments[1:]]
-        return " && ".join(f"rlinfluence -m +experiment={overlay}" for overlay in overlays)
+        return " && ".join(f"rlinfluence -m +experiment={overlay}{overrides}" for overlay in overlays)
 
     def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
         parts, seeds = [], {}
@@ -107,7 +123,8 @@ class Runs:
             if len(common) < self.seeds:
                 have = ", ".join(f"{run} {len(s)}" for run, s in seeds.items())
                 lines[env] = (f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
-                              f"has {len(common)} in common (finished seeds per run name: {have})")
+                              f"has {len(common)} in common (finished seeds per run name: {have}); "
+                              f"`{self.command_for(env)}`")
         return lines
 
     def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
