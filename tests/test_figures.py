@@ -160,6 +160,7 @@ def test_eval_cadence_thins_both_curves(made):
     rows = table(made[2], "eval_cadence").set_index(["Env", "Evaluated every (rounds)"])
     frozenlake = rows.loc["FrozenLake"]
     assert frozenlake["Levels per seed"].tolist() == ["4.0", "2.0", "1.0", "1.0"]
+    assert frozenlake["Evaluated every (% of the run)"].tolist() == ["25.0", "50.0", "100.0", "250.0"]
     assert frozenlake["SE_ave (%)"].tolist() == ["33.3 ± 0.0", "25.0 ± 0.0", "0.0 ± 0.0", "0.0 ± 0.0"]
     assert frozenlake["SE_ave shift per seed, mean (max)"].tolist() == ["0.0 (0.0)", "8.3 (8.3)", "33.3 (33.3)", "33.3 (33.3)"]
     assert rows.index.get_level_values("Env").unique().tolist() == ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]

@@ -383,7 +383,7 @@ def eval_cadence_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
         std_curve, iif_curve = _curve(by_arm[STANDARD.label]), _curve(by_arm[IIF.label])
         for every in EVAL_CADENCES:
             std_seen, iif_seen = _evaluated_every(std_curve, every), _evaluated_every(iif_curve, every)
-            records.append({"env": env, "seed": seed, "every": every,
+            records.append({"env": env, "seed": seed, "every": every, "run_share": every / (len(std_curve) - 1),
                             "SE_ave": metrics.se_ave(std_seen, iif_seen), "SE_peak": metrics.se_peak(std_seen, iif_seen),
                             "levels": metrics.se_levels(std_seen)[0].size})
     per_seed = pd.DataFrame(records)
@@ -394,6 +394,7 @@ def eval_cadence_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     for (env, every), group in per_seed.sort_values(["env", "every"], key=_in_paper_env_order).groupby(
             ["env", "every"], sort=False):
         table.append({"Env": paper.ENV_TITLES[env], "Evaluated every (rounds)": str(every),
+                      "Evaluated every (% of the run)": f"{100 * group['run_share'].mean():.1f}",
                       "Seeds": str(len(group)), "Levels per seed": f"{group['levels'].mean():.1f}",
                       "SE_ave (%)": _pm_over_seeds(group["SE_ave"], 1),
                       "SE_peak (%)": _pm_over_seeds(group["SE_peak"], 1),
