@@ -37,5 +37,5 @@ run +experiment=adam env=lunarlander eval.episodes=50
 # episodes (evaluating 100 every k-th round instead biases SE_ave down: paper_figures/eval_cadence.md).
 run experiment_name=main env=highway seed=0,1,2,3,4 method=ppo,iif,random eval.episodes=50
 # Fig. 6 / Tables 4-5 on BipedalWalker (500 rounds, Adam 3e-4, p = 6.25 %), seed-outer: 50 episodes every 5th
-# round, the same for every arm (paper_figures/README.md, "Evaluation cadence"); ~1.5 CPU-hours a run.
+# round, the same for every arm (paper_figures/README.md, "Evaluation cadence"); ~1.2 CPU-hours a run.
 run experiment_name=main env=bipedalwalker seed=0,1,2,3,4 method=ppo,iif,random eval.every=5 eval.episodes=50
