@@ -66,11 +66,6 @@ CPU_EVALUATION = {"acrobot": "eval.episodes=100", "minigrid": "eval.episodes=100
                   "highway": "eval.episodes=50", "bipedalwalker": "eval.every=5 eval.episodes=50"}
 
 
-def cpu_eval_override(env: str) -> str:
-    """The overrides that give a new run of `env` the committed runs' evaluation ('' where they used the paper's)."""
-    return CPU_EVALUATION.get(env, "")
-
-
 @dataclass(frozen=True)
 class Runs:
     """The runs an output needs: every arm in every env under each protocol, with at least `seeds`
@@ -98,7 +93,8 @@ class Runs:
     def command_for(self, env: str) -> str:
         """The command for one env's runs, with the evaluation its committed runs used (a new seed made
         with the paper's episodes would sit beside them under the same run key)."""
-        return self._command(" ".join(("", f"env={env}", cpu_eval_override(env))).rstrip())
+        evaluation = f" {CPU_EVALUATION[env]}" if env in CPU_EVALUATION else ""
+        return self._command(f" env={env}{evaluation}")
 
     def _command(self, overrides: str) -> str:
         overlays = [self.overlay or self.experiment, *self.experiments[1:]]

@@ -27,7 +27,7 @@ from rlinfluence.config import EnvConfig
 from rlinfluence.envs import ENV_CONFIG_DIR, STATE_SETTERS, make_env
 
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import Output, cpu_eval_override
+from rlinfluence.figures.outputs import CPU_EVALUATION, Output
 from rlinfluence.figures.render import figure_style
 
 DATA_DIR = "data_dir"  # the key of the tidy table's attrs that regenerate.py fills with figures.data_dir
@@ -406,7 +406,7 @@ _DIAGNOSE_ROUNDS = "analysis.diagnose.rounds=[2,5,10]"
 _DIAGNOSE_MINIGRID = "eval.episodes=100 analysis.diagnose.rounds=[5] analysis.diagnose.rollouts=100"
 _DIAGNOSE = {"frozenlake": _DIAGNOSE_ROUNDS, "minigrid": _DIAGNOSE_MINIGRID}
 # Evaluation episodes as in the main reproduction (reproduce_cpu.sh); FrozenLake keeps its preset's 1,000.
-_INTERVENE_EPISODES = tuple((env, cpu_eval_override(env)) for env in ("acrobot", "minigrid", "lunarlander"))
+_INTERVENE_EPISODES = tuple((env, CPU_EVALUATION[env]) for env in ("acrobot", "minigrid", "lunarlander"))
 
 
 def _intervened_at_iif_p(envs: tuple[str, ...]) -> AnalysisData:
