@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from rlinfluence.checkpoint import RunDirError
 from rlinfluence.evaluation import is_eval_round
 from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures import catalogue
@@ -27,15 +28,17 @@ TIMES = {"ppo": (1.0, 0.0, 2.0), "iif": (1.0, 0.5, 1.0)}
 
 
 def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: bool = True,
-              curve: list[float] | None = None, protocol: str = "clean", eval_every: int = 1) -> Path:
+              curve: list[float] | None = None, protocol: str = "clean", eval_every: int = 1,
+              config_hash: str | None = None) -> Path:
     """One run directory following the core's contract (metrics.csv, summary.json, DONE); with
-    `eval_every` > 1 the rounds a run with eval.every does not evaluate have no test return."""
+    `eval_every` > 1 the rounds a run with eval.every does not evaluate have no test return;
+    `config_hash` is that of its non-default settings (None: all default)."""
     method, _, p = tag.partition("-p")
     method = method.split("-")[0]
     curve = curve or [r + 10 * seed for r in CURVES.get(method, OTHER_CURVE)]
     curve = [r if is_eval_round(k, eval_every, len(curve) - 1) else float("nan") for k, r in enumerate(curve)]
     collect, influence, update = TIMES.get(method, (1.0, 0.0, 2.0))
-    leaf = tag if protocol == "clean" else f"{tag}-{protocol}"
+    leaf = "-".join([tag] + ([protocol] if protocol != "clean" else []) + ([config_hash] if config_hash else []))
     run_dir = root / experiment / env / "sgd" / leaf / f"seed{seed}"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "config.yaml").write_text(f"seed: {seed}\n")
@@ -52,8 +55,8 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
     }).to_csv(run_dir / "metrics.csv", index=False)
     (run_dir / "summary.json").write_text(json.dumps({
         "experiment": experiment, "env": env, "method": method, "method_tag": tag,
-        "p": float(p) if p not in ("", "auto") else None, "optimizer": "sgd", "protocol": protocol, "seed": seed,
-        "rounds": len(curve) - 1, "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
+        "p": float(p) if p not in ("", "auto") else None, "optimizer": "sgd", "protocol": protocol,
+        "config_hash": config_hash, "seed": seed, "rounds": len(curve) - 1, "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
     }))
     if done:
         (run_dir / "DONE").touch()
@@ -344,6 +347,44 @@ def test_refreshing_replaces_runs_on_disk_and_keeps_the_others(tmp_path):
     refresh_tidy_csvs(tmp_path / "new", tmp_path / "data", {"main"})
     tidy = load_tidy(tmp_path / "data")
     assert tidy.groupby("seed")["test_return"].max().to_dict() == {0: 9.0, 1: 14.0}
+
+
+def test_a_run_made_with_other_settings_never_replaces_the_committed_one(tmp_path):
+    write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
+    refresh_tidy_csvs(tmp_path / "old", tmp_path / "data", {"main"})
+    committed = (tmp_path / "data" / "main.csv").read_bytes()
+    write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, config_hash="bbbbbb", curve=[0, 9, 9, 9, 9])
+    with pytest.raises(RunDirError, match="main/acrobot/ppo seed 0 has config_hash bbbbbb but the run committed"):
+        refresh_tidy_csvs(tmp_path / "new", tmp_path / "data", {"main"})
+    assert (tmp_path / "data" / "main.csv").read_bytes() == committed
+
+
+def test_the_runs_of_one_env_must_share_their_settings(tmp_path):
+    """A seed run with another command (e.g. the default evaluation) would be compared with the others."""
+    write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
+    write_run(tmp_path / "runs", "main", "acrobot", "iif-p50", seed=0, config_hash="aaaaaa")
+    write_run(tmp_path / "runs", "main", "acrobot", "iif-p50", seed=1)
+    write_run(tmp_path / "runs", "main", "lunarlander", "ppo", seed=0, config_hash="cccccc")  # another env may differ
+    with pytest.raises(RunDirError, match=r"main/acrobot were made with different settings .*iif-p50 seed 1"):
+        refresh_tidy_csvs(tmp_path / "runs", tmp_path / "data", {"main"})
+    assert not (tmp_path / "data" / "main.csv").exists()
+    # Committed CSVs that mix settings (edited by hand, merged from two branches) are refused as well.
+    write_run(tmp_path / "good", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
+    refresh_tidy_csvs(tmp_path / "good", tmp_path / "data", {"main"})
+    mixed = pd.read_csv(tmp_path / "data" / "main.csv")
+    mixed.assign(seed=1, config_hash="default").pipe(lambda rows: pd.concat([mixed, rows])).to_csv(
+        tmp_path / "data" / "main.csv", index=False)
+    with pytest.raises(RunDirError, match="different settings"):
+        load_tidy(tmp_path / "data")
+
+
+def test_committed_rows_without_a_config_hash_are_not_known_to_differ(tmp_path):
+    write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
+    refresh_tidy_csvs(tmp_path / "runs", tmp_path / "data", {"main"})
+    committed = pd.read_csv(tmp_path / "data" / "main.csv")
+    committed.assign(seed=1, config_hash=float("nan")).pipe(lambda rows: pd.concat([committed, rows])).to_csv(
+        tmp_path / "data" / "main.csv", index=False)
+    assert sorted(load_tidy(tmp_path / "data").drop_duplicates("seed")["config_hash"].fillna("")) == ["", "aaaaaa"]
 
 
 def test_runs_no_figure_reads_stay_out_of_the_committed_data(tmp_path):

@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlinfluence.checkpoint import RunDirError
 from rlinfluence.rundir import DONE, IDENTITY
 
 log = logging.getLogger(__name__)
 
-RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "protocol", "seed"]
+# config_hash is the run dir's hash of its non-default settings (rundir.py), DEFAULT_SETTINGS when there
+# are none; empty for rows committed before the tidy CSVs carried it (their run dirs are gone).
+RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "protocol", "config_hash", "seed"]
+DEFAULT_SETTINGS = "default"
 ROUND_COLUMNS = ["round", "env_steps", "test_return", "n_records", "n_kept",
                  "time_collect", "time_influence", "time_update", "time_eval"]
 TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS
@@ -54,6 +58,7 @@ def run_agent(run_dir: Path) -> str:
 
 def _read_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
+    summary["config_hash"] = summary.get("config_hash") or DEFAULT_SETTINGS
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
     return rounds.assign(**{key: summary[key] for key in RUN_COLUMNS})[TIDY_COLUMNS]
 
@@ -68,6 +73,21 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
     clashes = tidy[tidy.duplicated(RUN_KEY + ["round"], keep=False)].drop_duplicates(RUN_COLUMNS)
     if len(clashes):
         raise ValueError(f"{where}: several runs share experiment/env/method_tag/protocol/seed:\n{clashes.to_string()}")
+
+
+def _check_one_setting_per_env(tidy: pd.DataFrame, where: str) -> None:
+    """The arms and seeds of one experiment's env are compared with each other, so they must have been
+    made with the same settings: one config_hash (rows without one are not known to differ)."""
+    runs = tidy.drop_duplicates(RUN_KEY).dropna(subset=["config_hash"])
+    for (experiment, env), of_env in runs.groupby(["experiment", "env"]):
+        if of_env["config_hash"].nunique() > 1:
+            counts = of_env.groupby("config_hash")["seed"].size()
+            odd = of_env[of_env["config_hash"] == counts.idxmin()]
+            raise RunDirError(
+                f"{where}: the runs of {experiment}/{env} were made with different settings (config_hash "
+                f"{', '.join(f'{h}: {n} runs' for h, n in counts.items())}), e.g. "
+                f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; rerun those with the "
+                f"others' command (paper_figures/MISSING.md) or move them to another experiment_name")
 
 
 def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
@@ -93,6 +113,7 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=TIDY_COLUMNS)
     tidy = sort_tidy(pd.concat([pd.read_csv(p) for p in paths], ignore_index=True))
     _check_unique_runs(tidy, str(data_dir))
+    _check_one_setting_per_env(tidy, str(data_dir))
     return tidy
 
 
@@ -102,7 +123,9 @@ def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path, experiments: 
     under experiment_name=default) are logged and left out of the committed data.
 
     A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
-    are kept, so refreshing from a partial runs folder never loses committed results.
+    are kept, so refreshing from a partial runs folder never loses committed results. Nothing is
+    written when a run on disk was made with other settings than the committed run it would replace,
+    or than the other runs of its env (RunDirError).
     """
     fresh = tidy_from_runs(runs_root)
     for experiment in sorted(set(fresh["experiment"]) - experiments):
@@ -110,13 +133,28 @@ def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path, experiments: 
     fresh = fresh[fresh["experiment"].isin(experiments)]
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    merged = {}
     for experiment, rows in fresh.groupby("experiment", sort=True):
         path = data_dir / f"{experiment}.csv"
         if path.exists():
             kept = pd.read_csv(path)
+            _check_same_settings(kept, rows, runs_root, path)
             on_disk = kept.set_index(RUN_KEY).index.isin(rows.set_index(RUN_KEY).index)
             rows = pd.concat([kept[~on_disk], rows], ignore_index=True)
-        sort_tidy(rows).to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
-        written.append(path)
-    return written
+        merged[path] = sort_tidy(rows)
+        _check_one_setting_per_env(merged[path], f"{runs_root} with {path}")
+    for path, rows in merged.items():  # only once every experiment has passed the checks
+        rows.to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
+    return list(merged)
+
+
+def _check_same_settings(committed: pd.DataFrame, fresh: pd.DataFrame, runs_root: str | Path, path: Path) -> None:
+    """A run on disk replaces the committed run of its key only when both were made with the same settings."""
+    pairs = committed.drop_duplicates(RUN_KEY).merge(fresh.drop_duplicates(RUN_KEY), on=RUN_KEY, suffixes=("_committed", ""))
+    clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
+    if len(clash):
+        run = next(clash.itertuples())
+        raise RunDirError(
+            f"{runs_root}: {run.experiment}/{run.env}/{run.method_tag} seed {run.seed} has config_hash "
+            f"{run.config_hash} but the run committed in {path} has {run.config_hash_committed}; rerun it with "
+            f"the committed run's command (paper_figures/MISSING.md) or delete that run's rows from {path}")
