@@ -84,8 +84,8 @@ def _check_one_setting_per_env(tidy: pd.DataFrame, where: str) -> None:
             counts = of_env.groupby("config_hash")["seed"].size()
             odd = of_env[of_env["config_hash"] == counts.idxmin()]
             raise RunDirError(
-                f"{where}: the runs of {experiment}/{env} were made with different settings (config_hash "
-                f"{', '.join(f'{h}: {n} runs' for h, n in counts.items())}), e.g. "
+                f"{where}: the runs of {experiment}/{env} were made with different settings (runs per config_hash: "
+                f"{', '.join(f'{h} {n}' for h, n in counts.items())}), e.g. "
                 f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; rerun those with the "
                 f"others' command (paper_figures/MISSING.md) or move them to another experiment_name")
 
