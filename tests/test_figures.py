@@ -354,7 +354,7 @@ def test_a_run_made_with_other_settings_never_replaces_the_committed_one(tmp_pat
     refresh_tidy_csvs(tmp_path / "old", tmp_path / "data", {"main"})
     committed = (tmp_path / "data" / "main.csv").read_bytes()
     write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, config_hash="bbbbbb", curve=[0, 9, 9, 9, 9])
-    with pytest.raises(RunDirError, match="main/acrobot/ppo seed 0 has config_hash bbbbbb but the run committed"):
+    with pytest.raises(RunDirError, match="main/acrobot/ppo/clean/0 has config_hash bbbbbb but the run committed"):
         refresh_tidy_csvs(tmp_path / "new", tmp_path / "data", {"main"})
     assert (tmp_path / "data" / "main.csv").read_bytes() == committed
 

@@ -23,15 +23,17 @@ from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
 from rlinfluence.figures.render import figure_style
-from rlinfluence.figures.runs import CSV_FLOAT_FORMAT, run_agent, scan_runs
+from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, DEFAULT_SETTINGS, check_one_setting, merge_fresh_runs,
+                                      run_agent, scan_runs)
 from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.rundir import IDENTITY
 
 LM_CSV = Path("lm") / "runs.csv"
-RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "seed"]
+RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "config_hash", "seed"]  # as runs.py
 ROUND_COLUMNS = ["round", "train_return", "test_return", "test_toxicity", "n_records", "n_kept", "time_collect",
                  "time_forward", "time_influence", "time_update", "time_eval"]
 RUN_KEY = ["experiment", "env", "model", "method_tag", "target", "seed"]
+COMPARED = ["experiment", "env", "model"]  # the runs one figure compares with each other
 STAGES = {"time_collect": "generation & scoring", "time_forward": "forward", "time_influence": "influence",
           "time_update": "optimisation"}
 
@@ -74,7 +76,11 @@ class LMRuns:
 
     def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
         path = Path(tidy.attrs[DATA_DIR]) / LM_CSV
-        return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS)
+        if not path.exists():
+            return pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS)
+        rows = pd.read_csv(path)
+        check_one_setting(rows, RUN_KEY, COMPARED, str(path))
+        return rows
 
     def _arm_rows(self, rows: pd.DataFrame, arm: LMArm) -> pd.DataFrame:
         return rows[(rows["experiment"] == self.experiment) & (rows["env"] == self.envs[0])
@@ -116,23 +122,20 @@ def _read_lm_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
     run = {"experiment": summary["experiment"], "env": summary["env"], "model": settings["model.name"],
            "method": summary["method"], "method_tag": summary["method_tag"], "target": settings["target.name"],
-           "seed": summary["seed"]}
+           "config_hash": summary.get("config_hash") or DEFAULT_SETTINGS, "seed": summary["seed"]}
     return pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS).assign(**run)[RUN_COLUMNS + ROUND_COLUMNS]
 
 
 def refresh_lm_csv(runs_root: str | Path, data_dir: str | Path) -> Path | None:
     """Add the finished language-model runs under `runs_root` to `<data_dir>/lm/runs.csv` (a run found on
-    disk replaces its rows; the CSV's other runs are kept). None when there are none."""
+    disk replaces its rows, when made with the same settings; the CSV's other runs are kept). None when
+    there are none."""
     runs = [_read_lm_run(run_dir) for run_dir in scan_runs(runs_root).finished if run_agent(run_dir) == "lm"]
     if not runs:
         return None
-    fresh = pd.concat(runs, ignore_index=True)
     path = Path(data_dir) / LM_CSV
+    fresh = merge_fresh_runs(path, pd.concat(runs, ignore_index=True), RUN_KEY, COMPARED, runs_root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        kept = pd.read_csv(path)
-        fresh = pd.concat([kept[~kept.set_index(RUN_KEY).index.isin(fresh.set_index(RUN_KEY).index)], fresh],
-                          ignore_index=True)
     fresh.sort_values(RUN_KEY + ["round"], kind="stable").to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
     return path
 

@@ -28,6 +28,7 @@ ROUND_COLUMNS = ["round", "env_steps", "test_return", "n_records", "n_kept",
 TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS
 # One run = one curve; a second run with the same key would be ambiguous in every figure.
 RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
+COMPARED = ["experiment", "env"]  # the runs one figure compares with each other: every arm and seed of an env
 # Enough digits to round-trip every value that matters, few enough to keep the diffs readable.
 CSV_FLOAT_FORMAT = "%.10g"
 
@@ -75,19 +76,42 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
         raise ValueError(f"{where}: several runs share experiment/env/method_tag/protocol/seed:\n{clashes.to_string()}")
 
 
-def _check_one_setting_per_env(tidy: pd.DataFrame, where: str) -> None:
-    """The arms and seeds of one experiment's env are compared with each other, so they must have been
-    made with the same settings: one config_hash (rows without one are not known to differ)."""
-    runs = tidy.drop_duplicates(RUN_KEY).dropna(subset=["config_hash"])
-    for (experiment, env), of_env in runs.groupby(["experiment", "env"]):
-        if of_env["config_hash"].nunique() > 1:
-            counts = of_env.groupby("config_hash")["seed"].size()
-            odd = of_env[of_env["config_hash"] == counts.idxmin()]
+def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str], where: str) -> None:
+    """The runs of one `compared` group (an experiment's env: its arms and seeds) are compared with each
+    other, so they must have been made with the same settings: one config_hash (rows without one are not
+    known to differ)."""
+    runs = tidy.drop_duplicates(run_key).dropna(subset=["config_hash"])
+    for group, of_group in runs.groupby(compared):
+        counts = of_group.groupby("config_hash")["seed"].size()
+        if len(counts) > 1:
+            odd = of_group[of_group["config_hash"] == counts.idxmin()]
             raise RunDirError(
-                f"{where}: the runs of {experiment}/{env} were made with different settings (runs per config_hash: "
-                f"{', '.join(f'{h} {n}' for h, n in counts.items())}), e.g. "
+                f"{where}: the runs of {'/'.join(map(str, group))} were made with different settings (runs per "
+                f"config_hash: {', '.join(f'{h} {n}' for h, n in counts.items())}), e.g. "
                 f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; rerun those with the "
                 f"others' command (paper_figures/MISSING.md) or move them to another experiment_name")
+
+
+def merge_fresh_runs(path: Path, fresh: pd.DataFrame, run_key: list[str], compared: list[str],
+                     runs_root: str | Path) -> pd.DataFrame:
+    """The rows of the CSV at `path` (if any) with each run of `fresh` replacing the run of its key.
+    Refuses (RunDirError) a fresh run made with other settings than the committed run it would replace,
+    and a result that mixes settings within a `compared` group (`check_one_setting`)."""
+    if path.exists():
+        committed = pd.read_csv(path)
+        pairs = committed.drop_duplicates(run_key).merge(fresh.drop_duplicates(run_key), on=run_key,
+                                                          suffixes=("_committed", ""))
+        clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
+        if len(clash):
+            run = next(clash.itertuples())
+            raise RunDirError(
+                f"{runs_root}: {'/'.join(str(getattr(run, key)) for key in run_key)} has config_hash "
+                f"{run.config_hash} but the run committed in {path} has {run.config_hash_committed}; rerun it with "
+                f"the committed run's command (paper_figures/MISSING.md) or delete that run's rows from {path}")
+        replaced = committed.set_index(run_key).index.isin(fresh.set_index(run_key).index)
+        fresh = pd.concat([committed[~replaced], fresh], ignore_index=True)
+    check_one_setting(fresh, run_key, compared, f"{runs_root} with {path}")
+    return fresh
 
 
 def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
@@ -113,7 +137,7 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=TIDY_COLUMNS)
     tidy = sort_tidy(pd.concat([pd.read_csv(p) for p in paths], ignore_index=True))
     _check_unique_runs(tidy, str(data_dir))
-    _check_one_setting_per_env(tidy, str(data_dir))
+    check_one_setting(tidy, RUN_KEY, COMPARED, str(data_dir))
     return tidy
 
 
@@ -136,25 +160,8 @@ def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path, experiments: 
     merged = {}
     for experiment, rows in fresh.groupby("experiment", sort=True):
         path = data_dir / f"{experiment}.csv"
-        if path.exists():
-            kept = pd.read_csv(path)
-            _check_same_settings(kept, rows, runs_root, path)
-            on_disk = kept.set_index(RUN_KEY).index.isin(rows.set_index(RUN_KEY).index)
-            rows = pd.concat([kept[~on_disk], rows], ignore_index=True)
-        merged[path] = sort_tidy(rows)
-        _check_one_setting_per_env(merged[path], f"{runs_root} with {path}")
+        merged[path] = sort_tidy(merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root))
     for path, rows in merged.items():  # only once every experiment has passed the checks
         rows.to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
     return list(merged)
 
-
-def _check_same_settings(committed: pd.DataFrame, fresh: pd.DataFrame, runs_root: str | Path, path: Path) -> None:
-    """A run on disk replaces the committed run of its key only when both were made with the same settings."""
-    pairs = committed.drop_duplicates(RUN_KEY).merge(fresh.drop_duplicates(RUN_KEY), on=RUN_KEY, suffixes=("_committed", ""))
-    clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
-    if len(clash):
-        run = next(clash.itertuples())
-        raise RunDirError(
-            f"{runs_root}: {run.experiment}/{run.env}/{run.method_tag} seed {run.seed} has config_hash "
-            f"{run.config_hash} but the run committed in {path} has {run.config_hash_committed}; rerun it with "
-            f"the committed run's command (paper_figures/MISSING.md) or delete that run's rows from {path}")
