@@ -24,7 +24,7 @@ from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, DEFAULT_SETTINGS, check_one_setting, merge_fresh_runs,
-                                      run_agent, scan_runs)
+                                      read_tidy_csv, run_agent, scan_runs)
 from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.rundir import IDENTITY
 
@@ -78,7 +78,7 @@ class LMRuns:
         path = Path(tidy.attrs[DATA_DIR]) / LM_CSV
         if not path.exists():
             return pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS)
-        rows = pd.read_csv(path)
+        rows = read_tidy_csv(path)
         check_one_setting(rows, RUN_KEY, COMPARED, str(path))
         return rows
 

@@ -64,6 +64,11 @@ def _read_run(run_dir: Path) -> pd.DataFrame:
     return rounds.assign(**{key: summary[key] for key in RUN_COLUMNS})[TIDY_COLUMNS]
 
 
+def read_tidy_csv(path: Path) -> pd.DataFrame:
+    """A committed tidy CSV; config_hash read as text (a hash may be all digits, and rows without one are NaN)."""
+    return pd.read_csv(path, dtype={"config_hash": str})
+
+
 def sort_tidy(tidy: pd.DataFrame) -> pd.DataFrame:
     """Canonical row order and dtypes, so that equal results always give byte-identical CSVs."""
     tidy = tidy[TIDY_COLUMNS].astype({"p": float, "seed": int, "round": int})
@@ -98,7 +103,7 @@ def merge_fresh_runs(path: Path, fresh: pd.DataFrame, run_key: list[str], compar
     Refuses (RunDirError) a fresh run made with other settings than the committed run it would replace,
     and a result that mixes settings within a `compared` group (`check_one_setting`)."""
     if path.exists():
-        committed = pd.read_csv(path)
+        committed = read_tidy_csv(path)
         pairs = committed.drop_duplicates(run_key).merge(fresh.drop_duplicates(run_key), on=run_key,
                                                           suffixes=("_committed", ""))
         clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
@@ -135,7 +140,7 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
     paths = sorted(Path(data_dir).glob("*.csv"))
     if not paths:
         return pd.DataFrame(columns=TIDY_COLUMNS)
-    tidy = sort_tidy(pd.concat([pd.read_csv(p) for p in paths], ignore_index=True))
+    tidy = sort_tidy(pd.concat([read_tidy_csv(p) for p in paths], ignore_index=True))
     _check_unique_runs(tidy, str(data_dir))
     check_one_setting(tidy, RUN_KEY, COMPARED, str(data_dir))
     return tidy
