@@ -78,7 +78,8 @@ def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFr
             for k in range(rounds + 1):
                 rows.append({"experiment": experiment, "env": env, "model": model, "method": method,
                              "method_tag": method if method == "ppo" else f"{method}-p100", "target": target,
-                             "config_hash": "default", "seed": seed, "round": k, "train_return": k * 0.1 + rng.normal(0, 0.01),
+                             "config_hash": "default", "seed": seed, "round": k,
+                             "train_return": k * 0.1 + rng.normal(0, 0.01),
                              "test_return": rng.normal(), "test_toxicity": 0.5 - 0.05 * k, "n_records": 64,
                              "n_kept": 64 if method == "ppo" else 32, "time_collect": 0.5, "time_forward": 0.2,
                              "time_influence": 0.0 if method == "ppo" else 1.0,

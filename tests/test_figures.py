@@ -56,7 +56,8 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
     (run_dir / "summary.json").write_text(json.dumps({
         "experiment": experiment, "env": env, "method": method, "method_tag": tag,
         "p": float(p) if p not in ("", "auto") else None, "optimizer": "sgd", "protocol": protocol,
-        "config_hash": config_hash, "seed": seed, "rounds": len(curve) - 1, "rounds_completed": len(curve) - 1, "final_test_return": curve[-1], "done": done,
+        "config_hash": config_hash, "seed": seed, "rounds": len(curve) - 1, "rounds_completed": len(curve) - 1,
+        "final_test_return": curve[-1], "done": done,
     }))
     if done:
         (run_dir / "DONE").touch()

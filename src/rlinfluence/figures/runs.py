@@ -169,4 +169,3 @@ def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path, experiments: 
     for path, rows in merged.items():  # only once every experiment has passed the checks
         rows.to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
     return list(merged)
-
