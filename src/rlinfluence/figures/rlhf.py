@@ -23,8 +23,8 @@ from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
 from rlinfluence.figures.render import figure_style
-from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, DEFAULT_SETTINGS, check_one_setting, merge_fresh_runs,
-                                      read_tidy_csv, run_agent, scan_runs)
+from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, check_one_setting, merge_fresh_runs, read_tidy_csv,
+                                      run_agent, scan_runs, settings_hash)
 from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.rundir import IDENTITY
 
@@ -122,7 +122,7 @@ def _read_lm_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
     run = {"experiment": summary["experiment"], "env": summary["env"], "model": settings["model.name"],
            "method": summary["method"], "method_tag": summary["method_tag"], "target": settings["target.name"],
-           "config_hash": summary.get("config_hash") or DEFAULT_SETTINGS, "seed": summary["seed"]}
+           "config_hash": settings_hash(summary), "seed": summary["seed"]}
     return pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS).assign(**run)[RUN_COLUMNS + ROUND_COLUMNS]
 
 

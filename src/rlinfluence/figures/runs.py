@@ -57,11 +57,16 @@ def run_agent(run_dir: Path) -> str:
     return settings.get("env.agent", "control")
 
 
+def settings_hash(summary: dict) -> str:
+    """A run's config_hash as the tidy rows store it (a run of default settings has none in summary.json)."""
+    return summary.get("config_hash") or DEFAULT_SETTINGS
+
+
 def _read_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
-    summary["config_hash"] = summary.get("config_hash") or DEFAULT_SETTINGS
+    run = {key: summary[key] for key in RUN_COLUMNS if key != "config_hash"}
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
-    return rounds.assign(**{key: summary[key] for key in RUN_COLUMNS})[TIDY_COLUMNS]
+    return rounds.assign(**run, config_hash=settings_hash(summary))[TIDY_COLUMNS]
 
 
 def read_tidy_csv(path: Path) -> pd.DataFrame:
