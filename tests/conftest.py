@@ -87,6 +87,20 @@ def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+def write_authors_runs(data_dir) -> None:
+    """paper_figures/data/authors.csv as benchmarks/authors_pipeline/convert.py writes it: rounds 0-3 of
+    5 seeds of both arms on the authors' two envs; their IIF tests exactly as their standard PPO does."""
+    from rlinfluence.figures.runs import TIDY_COLUMNS
+
+    rows = [{"experiment": "authors", "env": env, "method": method, "method_tag": tag, "p": p,
+             "optimizer": "sgd", "protocol": "authors", "config_hash": "abc123", "seed": seed, "round": k,
+             "env_steps": 2048 * k, "test_return": k + 10 * seed, "n_records": 2048 * (k > 0), "n_kept": 1900,
+             "source": "authors"}
+            for env in ("minigrid", "lunarlander") for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
+            for seed in range(5) for k in range(4)]
+    pd.DataFrame(rows).reindex(columns=TIDY_COLUMNS + ["source"]).to_csv(data_dir / "authors.csv", index=False)
+
+
 def write_lm_runs(data_dir) -> None:
     """The language-model runs' CSV with every run the RLHF outputs need, paper scale and tiny world."""
     from rlinfluence.figures.rlhf import LM_CSV

@@ -13,7 +13,7 @@ from rlinfluence.evaluation import is_eval_round
 from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures import catalogue
 from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds
-from conftest import write_analyses, write_lm_runs
+from conftest import write_analyses, write_authors_runs, write_lm_runs
 from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
 
@@ -91,6 +91,7 @@ def made(tmp_path_factory):
     write_every_needed_run(root / "runs")
     write_analyses(root / "data")
     write_lm_runs(root / "data")
+    write_authors_runs(root / "data")
     results = regenerate(root / "data", root / "out", runs_root=root / "runs")
     return results, root / "data", root / "out"
 
@@ -101,14 +102,16 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
            "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
            "fig3b_bottom_views_minigrid", "robust_curves",
            "counterfactual_scatter", "fig10_timeline_acrobot", "fig4_timeline_highway",
-           "fig7_rlhf", "fig16_rlhf_targets", "fig7_rlhf_tiny", "fig16_rlhf_targets_tiny"]
+           "fig7_rlhf", "fig16_rlhf_targets", "fig7_rlhf_tiny", "fig16_rlhf_targets_tiny",
+           "aggregates_profiles", "aggregates_iqm_curves", "fidelity_three_way_curves"]
 TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
           "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
           "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
           "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
           "robust_auto_vs_p", "robust_stall_acrobot",
           "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
-          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency", "eval_cadence", "fig6b_robust"]
+          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency", "eval_cadence", "fig6b_robust",
+          "aggregates_improvement", "fidelity_three_way", "fidelity_alignment", "fidelity_alignment_ours"]
 
 
 def test_every_output_is_made_with_its_files(made):
@@ -123,7 +126,8 @@ def test_every_output_is_made_with_its_files(made):
 
 def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     _, data_dir, _ = made
-    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == ["adam.csv", "adam_preconditioner.csv", "heuristics_advantage.csv",
+    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == ["adam.csv", "adam_preconditioner.csv", "authors.csv",
+                                                                         "heuristics_advantage.csv",
                                                           "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
@@ -430,3 +434,39 @@ def test_a_summary_over_seeds_says_how_many_seeds_have_no_value():
     assert _pm_over_seeds(pd.Series([1.0, 3.0]), 1) == "2.0 ± 1.4"
     assert _pm_over_seeds(pd.Series([1.0, 3.0, float("nan")]), 1) == "2.0 ± 1.4 (none for 1 of 3 seeds)"
     assert _pm_over_seeds(pd.Series([float("nan")] * 5), 2) == "none (5 of 5 seeds)"
+
+
+def test_probability_of_improvement_compares_every_pair_of_seeds(made):
+    # Areas (mean return over rounds 1-4) of seed s: IIF 4 + 10s, standard 2.5 + 10s, random 1.25 + 10s.
+    # IIF seed i beats standard seed j when i >= j (15 of 25 pairs), random when i > j (10 of 25).
+    rows = table(made[2], "aggregates_improvement").set_index("Env")
+    assert rows.index.tolist() == MAIN_ENV_TITLES + ["All envs (mean)"]
+    assert rows["P(IIF > standard) [95 % CI]"].str.startswith("0.60 [").all()
+    assert rows["P(Random > standard) [95 % CI]"].str.startswith("0.40 [").all()
+
+
+def test_three_way_table_scores_each_source_over_the_authors_rounds(made):
+    rows = table(made[2], "fidelity_three_way").set_index(["Env", "Source"])
+    assert rows.index.tolist() == [(env, source) for env in ("MiniGrid", "LunarLander") for source in (
+        "paper", "authors' code", "ours, clean protocol", "ours, paper protocol", "ours, clean protocol (Fig. 6b)")]
+    # The authors' IIF tests as their standard PPO does: no level reached sooner.
+    authors = rows.loc[("MiniGrid", "authors' code")]
+    assert authors[["Rounds", "Seeds", "SE_ave mean ± std", "SE_ave per seed"]].tolist() == [
+        "0–3", "5", "0.0 ± 0.0", "0.0, 0.0, 0.0, 0.0, 0.0"]
+    # Ours over rounds 0-3: standard levels 1, 2, 3 at rounds 1, 2, 3; IIF reaches them at 1, 1, 2.
+    clean = rows.loc[("MiniGrid", "ours, clean protocol")]
+    assert clean[["Rounds", "SE_ave mean ± std", "SE_peak mean ± std", "Final IIF − std per seed"]].tolist() == [
+        "0–3", "27.8 ± 0.0", "33.3 ± 0.0", "2.0, 2.0, 2.0, 2.0, 2.0"]
+    whole = rows.loc[("MiniGrid", "ours, clean protocol (Fig. 6b)")]
+    assert whole[["Rounds", "SE_ave mean ± std"]].tolist() == ["0–4", "33.3 ± 0.0"]
+    assert rows.loc[("LunarLander", "paper"), "SE_ave mean ± std"] == "26.0 ± 1.8"
+
+
+def test_alignment_table_reads_the_filtering_arm_one_round_early(made):
+    rows = table(made[2], "fidelity_alignment").set_index(["Env", "Source", "Arm"])
+    authors = rows.loc[("MiniGrid", "authors' code", "IIF")]
+    # The authors' IIF equals their standard PPO; read one round early it reaches levels 2 and 3 a round sooner.
+    assert authors["SE_ave, θ^k at round k"].startswith("0.0 ± 0.0")
+    assert authors["SE_ave, one round early"].startswith("27.8 ± 0.0")
+    assert rows.index.tolist() == [(env, source, arm) for env in ("MiniGrid", "LunarLander") for source, arm in (
+        ("authors' code", "IIF"), ("ours, clean protocol", "IIF"), ("ours, clean protocol", "Random"))]

@@ -196,3 +196,30 @@ class TestEvenLevels:
     def test_no_improvement_gives_no_level(self):
         levels, rounds = metrics.even_levels([1.0, 0.5, 0.9])
         assert levels.size == 0 and rounds.size == 0
+
+
+def test_probability_of_improvement_counts_ties_as_half():
+    # Pairs x > y: (1, 0), (2, 0), (3, 0), (3, 2); the tie (2, 2) counts ½: 4.5 of 9.
+    assert metrics.probability_of_improvement([1, 2, 3], [0, 2, 5]) == pytest.approx(0.5)
+    assert metrics.probability_of_improvement([5, 6], [1, 2]) == 1.0
+
+
+def test_probability_of_improvement_ci_averages_envs_and_resamples_within_each():
+    pairs = [([1, 2, 3, 4, 5], [0, 1, 2, 3, 4]), ([9, 9, 9], [1, 1, 1])]
+    ci = metrics.probability_of_improvement_ci(pairs)
+    # First env: 15 pairs x > y and 4 ties of 25; the second is certain.
+    assert ci.mean == pytest.approx((17 / 25 + 1.0) / 2)
+    assert 0.5 <= ci.low <= ci.mean <= ci.high <= 1.0  # the certain env keeps every resample's mean above ½
+    assert metrics.probability_of_improvement_ci(pairs) == ci  # fixed resampling seed: the same CI every time
+
+
+def test_performance_profile_counts_runs_above_each_threshold_over_all_envs():
+    fraction, low, high = metrics.performance_profile([[1, 2, 3, 4, 5], [10, 20, 30, -5, 0]], [0, 2.5, 15])
+    assert fraction.tolist() == [0.8, 0.6, 0.2]
+    assert (low <= fraction).all() and (fraction <= high).all()
+
+
+def test_iqm_curve_is_the_trimmed_mean_at_each_round():
+    curves = np.array([[0, 1], [0, 2], [0, 3], [0, 4]], dtype=float)
+    middle, low, high = metrics.iqm_curve(curves)
+    assert middle.tolist() == [0.0, 2.5] and low.shape == high.shape == (2,)

@@ -241,3 +241,63 @@ def rate_ci(events: int, trials: int, confidence: float = 0.95) -> ConfidenceInt
     """A rate (e.g. of collapsed seeds) with its Wilson score interval (scipy's binomtest)."""
     interval = stats.binomtest(events, trials).proportion_ci(confidence_level=confidence, method="wilson")
     return ConfidenceInterval(events / trials, float(interval.low), float(interval.high), trials)
+
+
+# ---------------------------------------------------------------- aggregates across runs and envs
+# Agarwal et al. (2021), as the rliable package computes them; rliable itself does not import with
+# our pandas pin (its arch dependency fails), so these use scipy's bootstrap. Each env is a stratum:
+# resampling draws seeds within each env, never across envs.
+
+
+def probability_of_improvement(x, y) -> float:
+    """P(X > Y) for one env: the share of (x_i, y_j) pairs with x_i > y_j, a tie counting ½ (the
+    Mann–Whitney U statistic divided by n·m)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return float(stats.mannwhitneyu(x, y, alternative="greater").statistic / (x.size * y.size))
+
+
+def _poi_statistic(*samples, axis: int = -1):
+    """Mean over envs of P(X > Y); `samples` alternate x, y of each env (vectorised over resamples)."""
+    pois = []
+    for x, y in zip(samples[::2], samples[1::2]):
+        greater = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
+        ties = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
+        pois.append(greater + 0.5 * ties)
+    return np.mean(pois, axis=0)
+
+
+def probability_of_improvement_ci(pairs, confidence: float = 0.95, seed: int = 0) -> ConfidenceInterval:
+    """Mean over envs of P(X > Y) with a stratified percentile-bootstrap CI: `pairs` holds one
+    (x, y) of per-seed scores per env; each env's x and y are resampled on their own."""
+    samples = [np.asarray(s, dtype=float) for pair in pairs for s in pair]
+    point = float(np.mean([probability_of_improvement(x, y) for x, y in pairs]))
+    result = stats.bootstrap(samples, _poi_statistic, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                             method="percentile", rng=np.random.default_rng(seed))
+    return ConfidenceInterval(point, float(result.confidence_interval.low), float(result.confidence_interval.high),
+                              min(s.size for s in samples))
+
+
+def performance_profile(per_env, taus, confidence: float = 0.95, seed: int = 0):
+    """Fraction of runs whose score exceeds τ, for each τ in `taus`, with a stratified bootstrap band:
+    `per_env` holds one array of per-seed scores per env, each env weighted by its runs. Returns
+    (fraction, low, high), arrays over `taus`."""
+    taus = np.asarray(taus, dtype=float)
+    samples = [np.asarray(s, dtype=float) for s in per_env]
+
+    def fraction_above(*resampled, axis: int = -1):
+        above = [(s[..., :, None] > taus).sum(axis=-2) for s in resampled]
+        return np.moveaxis(np.sum(above, axis=0) / sum(s.shape[-1] for s in resampled), -1, 0)
+
+    point = fraction_above(*samples)
+    result = stats.bootstrap(samples, fraction_above, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                             method="percentile", rng=np.random.default_rng(seed))
+    return point, result.confidence_interval.low, result.confidence_interval.high
+
+
+def iqm_curve(curves, confidence: float = 0.95, seed: int = 0):
+    """IQM over seeds at each round of `curves` (seeds × rounds, no NaN) with a percentile-bootstrap
+    band over seeds. Returns (iqm, low, high), arrays over rounds."""
+    curves = np.asarray(curves, dtype=float)
+    result = stats.bootstrap((curves,), iqm, axis=0, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                             method="percentile", rng=np.random.default_rng(seed))
+    return iqm(curves, axis=0), result.confidence_interval.low, result.confidence_interval.high

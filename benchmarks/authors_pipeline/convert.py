@@ -1,0 +1,174 @@
+"""Parse the authors' result files into our tidy rows: paper_figures/data/authors.csv.
+
+    python benchmarks/authors_pipeline/convert.py --work ~/authors-work
+
+Reads <work>/<env>/seed<k>/results_<env>/ as driver.py leaves it. Each test in their files names the
+checkpoint it loaded (`policy_grad_<N>.zip`, N gradient updates; 320 per round), so the round of a
+row is read from the file, not assumed: round k = the policy after k completed updates, θ^k, for
+both arms. (Their IIF round-i file tests θ^(i+1), their standard test at index k tests θ^k.) The
+IIF arm's round 0 is θ^0, the standard run's first checkpoint that their IIF loop starts from, so it
+is the standard test's row. Only finished runs are written: a standard test of every round their
+script tests, or an IIF loop with every round's file and test. Rows of (env, arm, seed) found in
+the work dir replace those in the CSV; others are kept.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from rlinfluence.figures.runs import CSV_FLOAT_FORMAT, TIDY_COLUMNS
+from rlinfluence.paths import REPO_ROOT
+
+UPDATES_PER_ROUND = 320  # 2,048 records / 64 per minibatch x 10 epochs
+N_STEPS = 2048
+P = 12.5
+AUTHORS_CSV = REPO_ROOT / "paper_figures" / "data" / "authors.csv"
+EXTRA_COLUMNS = ["source", "test_episodes", "tested_checkpoint", "result_file"]
+RUN_KEY = ["env", "method_tag", "seed"]
+
+# What each env's runs are made of; hashed into config_hash with the test-episode count.
+ENVS = {
+    "lunarlander": {"env_id": "LunarLander-v2", "rounds": {"ppo": 100, "iif": 100},
+                    "standard": "result_lunarlander_lr-5e-3_step-310k_seed-{seed}_0-100.txt",
+                    "iif": "result_lunarlander_rollout_train_surrogate_PG-SI-CP-ghost_adaptive_rol-0-{i}-{j}"
+                           "_neg-bottom-12.5_gae-lambda-1_2k_lambda_seed-{seed}.txt",
+                    "scripts": ["run_lunarlander_std_training.sh", "run_lunarlander_std_test.sh <seed> 0 100",
+                                "run_iif_lunarlander_sgd.sh <seed> 12.5 <cpus>"]},
+    "minigrid": {"env_id": "MiniGrid-Empty-8x8-v0", "rounds": {"ppo": 20, "iif": 20},
+                 "standard": "result_minigrid_88_sgd_lr-5e-3_feat-64_step-80k_seed-{seed}.txt",
+                 "iif": "result_minigrid_act7_88_sgd_rollout_train_surrogate_PG-SI-CP-ghostori_adaptive_rol-0-{i}-{j}"
+                        "_neg-bottom-12.5_gae-lambda-1_2k_lambda_seed-{seed}.txt",
+                 "scripts": ["run_train_minigrid_sgd.sh <seed>", "run_eval_baseline.sh <seed> <cpus>",
+                             "run_iif_minigrid.sh <seed> 12.5 <cpus>"]},
+}
+RELEASE = "github.com/LDAORL/LDA-ORL@c1d5764"
+
+# The line each test script prints when it loads the policy it tests (MiniGrid's exploration step prints
+# "loaded model with initial policy done <path>" for θ^i first; the test's own line comes last).
+CHECKPOINT = re.compile(r"(?:Loaded policy from:|loaded model with initial policy)\s+(?:done\s+)?(\S*policy_grad_(\d+)\.zip)")
+RETURN = re.compile(r"(?:Average return over (\d+) episodes|Average return J over fixed states):\s+(\S+)")
+EPISODES = re.compile(r"Generated (\d+) fixed initial states")
+KEPT = re.compile(r"len remaining records (\d+)")
+# Their followup round script's stage timers (whole processes, start-up included).
+TIMERS = {"time_collect": "exploration", "time_influence": "TracIn computation",
+          "time_update": "dataset selection and training", "time_eval": "final testing"}
+
+
+def parse_tests(path: Path) -> list[dict]:
+    """Every test in one result file: the checkpoint it loaded, its episode count and mean return."""
+    tests, checkpoint, episodes = [], None, None
+    for line in path.read_text().splitlines():
+        if match := CHECKPOINT.search(line):
+            checkpoint, episodes = match, None
+        elif match := EPISODES.search(line):
+            episodes = int(match.group(1))
+        elif (match := RETURN.search(line)) and checkpoint is not None:
+            updates = int(checkpoint.group(2))
+            if updates % UPDATES_PER_ROUND:
+                sys.exit(f"convert: {path}: {checkpoint.group(1)} is not at a round boundary")
+            tests.append({"round": updates // UPDATES_PER_ROUND, "test_return": float(match.group(2)),
+                          "test_episodes": int(match.group(1) or episodes),
+                          "tested_checkpoint": checkpoint.group(1), "result_file": path.name})
+            checkpoint = None
+    return tests
+
+
+def round_extras(path: Path) -> dict:
+    text = path.read_text()
+    extras = {column: float(m.group(1)) for column, stage in TIMERS.items()
+              if (m := re.search(rf"Time elapsed after {stage}: (\d+) seconds", text))}
+    if match := KEPT.search(text):
+        extras["n_kept"] = int(match.group(1))
+    return extras
+
+
+def standard_run(results: Path, env: str, seed: int) -> list[dict] | None:
+    path = results / ENVS[env]["standard"].format(seed=seed)
+    tests = parse_tests(path) if path.exists() else []
+    rounds = ENVS[env]["rounds"]["ppo"]
+    return tests if [t["round"] for t in tests] == list(range(rounds + 1)) else None
+
+
+def iif_run(results: Path, env: str, seed: int, round_zero: dict) -> list[dict] | None:
+    rows = [round_zero]
+    for i in range(ENVS[env]["rounds"]["iif"]):
+        path = results / ENVS[env]["iif"].format(i=i, j=i + 1, seed=seed)
+        tests = parse_tests(path) if path.exists() else []
+        if len(tests) != 1 or tests[0]["round"] != i + 1:
+            return None  # unfinished (or not as released): no partial run is written
+        rows.append({**tests[0], **round_extras(path)})
+    return rows
+
+
+def settings_hash(env: str, test_episodes: int) -> str:
+    settings = {"release": RELEASE, "env_id": ENVS[env]["env_id"], "scripts": ENVS[env]["scripts"],
+                "p": P, "optimizer": "sgd", "test_episodes": test_episodes}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:6]
+
+
+def tidy(rows: list[dict], env: str, seed: int, method: str) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    episodes = frame["test_episodes"].unique()
+    if len(episodes) != 1:
+        sys.exit(f"convert: {env} seed {seed} {method}: tests with several episode counts {sorted(episodes)}")
+    frame = frame.assign(
+        experiment="authors", env=env, method=method, method_tag="ppo" if method == "ppo" else f"iif-p{P:g}",
+        p=float("nan") if method == "ppo" else P, optimizer="sgd", protocol="authors",
+        config_hash=settings_hash(env, int(episodes[0])), seed=seed, source="authors",
+        env_steps=frame["round"] * N_STEPS, n_records=(frame["round"] > 0) * N_STEPS)
+    if method == "ppo":  # a standard update keeps every record
+        frame["n_kept"] = frame["n_records"]
+    frame.loc[frame["round"] == 0, "n_kept"] = 0
+    return frame.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
+
+
+def convert(work: Path) -> pd.DataFrame:
+    runs = []
+    for env in ENVS:
+        for seed_dir in sorted((work / env).glob("seed*")):
+            seed, results = int(seed_dir.name[4:]), seed_dir / f"results_{env}"
+            standard = standard_run(results, env, seed)
+            if standard is None:
+                print(f"convert: {env} seed {seed}: standard test unfinished, skipped")
+                continue
+            runs.append(tidy(standard, env, seed, "ppo"))
+            iif = iif_run(results, env, seed, round_zero=standard[0])
+            if iif is None:
+                print(f"convert: {env} seed {seed}: IIF loop unfinished, skipped")
+                continue
+            runs.append(tidy(iif, env, seed, "iif"))
+    return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
+
+
+def merge(fresh: pd.DataFrame, path: Path) -> pd.DataFrame:
+    if path.exists():
+        committed = pd.read_csv(path, dtype={"config_hash": str})
+        replaced = committed.set_index(RUN_KEY).index.isin(fresh.set_index(RUN_KEY).index)
+        fresh = pd.concat([committed[~replaced], fresh], ignore_index=True)
+    return fresh.sort_values(["env", "method_tag", "seed", "round"], kind="stable").reset_index(drop=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", required=True, type=Path, help="driver.py's --work dir")
+    parser.add_argument("--out", type=Path, default=AUTHORS_CSV)
+    args = parser.parse_args()
+    fresh = convert(args.work.expanduser().resolve())
+    rows = merge(fresh, args.out)
+    tmp = args.out.with_suffix(".csv.tmp")
+    rows.to_csv(tmp, index=False, float_format=CSV_FLOAT_FORMAT)
+    tmp.replace(args.out)
+    runs = fresh.drop_duplicates(RUN_KEY)
+    print(f"convert: {len(runs)} finished runs from {args.work} "
+          f"({', '.join(f'{r.env} {r.method} seed {r.seed}' for r in runs.itertuples())}); "
+          f"{args.out} holds {rows.drop_duplicates(RUN_KEY).shape[0]} runs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Fidelity: the paper, the authors' released code and ours, side by side.
+
+The authors' runs come from `benchmarks/authors_pipeline/` (their scripts, unmodified, converted into
+tidy rows of experiment `authors`, protocol `authors`). Their IIF covers fewer rounds than our runs
+(MiniGrid 20 of 40, LunarLander 100 of 150), and SE depends on the horizon, so our runs are compared
+over the authors' rounds; our whole-run numbers (Fig. 6b's) sit beside them.
+
+Alignment: round k is θ^k, the policy after k completed updates, for every arm and source. The
+"shifted" alignment reads each IIF curve one round early (IIF's θ^(k+1) at round k), which is what a
+plot does that puts the authors' IIF round-i file (it tests θ^(i+1)) at x = i beside their standard
+test at index i (θ^i). It is measured here to say what it does, never used for a headline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from rlinfluence import metrics
+from rlinfluence.figures import paper
+from rlinfluence.figures.outputs import (IIF, MAIN_ENVS, MISSING_CELL, RANDOM, STANDARD, Output, Runs, _by_arm,
+                                         _curve, _final_return, _pm_over_seeds)
+from rlinfluence.figures.render import figure_style
+from rlinfluence.rundir import CLEAN, PAPER
+
+AUTHORS = "authors"  # experiment and protocol of paper_figures/data/authors.csv
+FIDELITY_ENVS = ("minigrid", "lunarlander")  # the envs the authors' release covers
+AUTHORS_COMMAND = ("python benchmarks/authors_pipeline/driver.py run --env {env} --seed <k> ... && "
+                   "python benchmarks/authors_pipeline/convert.py --work <work> (benchmarks/authors_pipeline/README.md)")
+
+
+@dataclass(frozen=True)
+class AuthorsRuns(Runs):
+    """The authors' own runs (standard PPO and IIF), made by their scripts, not by rlinfluence."""
+
+    def _command(self, overrides: str) -> str:
+        env = overrides.split("env=")[1].split()[0] if "env=" in overrides else "{" + ",".join(self.envs) + "}"
+        return AUTHORS_COMMAND.format(env=env)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Several sources' runs of the same envs, drawn together: each contributes rows with a `source` label."""
+
+    parts: tuple[tuple[str, Runs], ...]  # (source label, its runs)
+
+    @property
+    def envs(self) -> tuple[str, ...]:
+        return self.parts[0][1].envs
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e for _, runs in self.parts for e in runs.experiments if e != AUTHORS))
+
+    @property
+    def command(self) -> str:
+        return " && ".join(runs.command for _, runs in self.parts)
+
+    def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
+        lines: dict[str, list[str]] = {}
+        for _, runs in self.parts:
+            for env, line in runs.shortfalls(tidy).items():
+                lines.setdefault(env, []).append(line)
+        return {env: "; ".join(parts) for env, parts in lines.items()}
+
+    def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
+        counts = [runs.progress(tidy) for _, runs in self.parts]
+        return {env: (sum(c[env][0] for c in counts), sum(c[env][1] for c in counts)) for env in self.envs}
+
+    def restricted_to(self, envs: tuple[str, ...]) -> "Sources":
+        return replace(self, parts=tuple((label, runs.restricted_to(envs)) for label, runs in self.parts))
+
+    def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
+        return pd.concat([runs.select(tidy).assign(source=label) for label, runs in self.parts], ignore_index=True)
+
+
+AUTHORS_SOURCE, OURS_SOURCE = "authors' code", "ours"
+THREE_WAY_RUNS = Sources((
+    (AUTHORS_SOURCE, AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))),
+    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(CLEAN, PAPER),
+                       overlay="protocol_lunarlander")),
+))
+
+
+def _horizon(rows: pd.DataFrame, env: str) -> int:
+    """The last round the authors' runs of `env` tested: our runs are compared over the same rounds."""
+    return int(rows.loc[(rows["env"] == env) & (rows["source"] == AUTHORS_SOURCE), "round"].max())
+
+
+def _shifted(curve: np.ndarray) -> np.ndarray:
+    """The curve read one round early: θ^(k+1) at round k (round 0 keeps θ^0, which both arms share)."""
+    return np.concatenate([curve[:1], curve[2:], [np.nan]])
+
+
+def _per_seed(rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int | None,
+              shift: bool = False) -> pd.DataFrame:
+    """SE_ave, SE_peak and final returns of `arm_label` against standard PPO of the same seed and protocol."""
+    rows = rows[(rows["protocol"] == protocol) & ((rows["round"] <= last_round) if last_round else True)]
+    records = []
+    for seed, runs in rows.groupby("seed", sort=True):
+        by_arm = _by_arm(runs)
+        std, run = by_arm[STANDARD.label], by_arm[arm_label]
+        std_curve, curve = _curve(std), _curve(run)
+        if shift:
+            curve = _shifted(curve)
+        records.append({"seed": seed, "SE_ave": metrics.se_ave(std_curve, curve),
+                        "SE_peak": metrics.se_peak(std_curve, curve),
+                        "final_method": _final_return(run), "final_std": _final_return(std)})
+    return pd.DataFrame(records)
+
+
+def _robust_cells(values: pd.Series, name: str) -> dict[str, str]:
+    ci = metrics.bootstrap_ci(values)
+    return {f"{name} mean ± std": _pm_over_seeds(values, 1), f"{name} median": f"{values.median():.1f}",
+            f"{name} IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
+            f"{name} per seed": ", ".join(f"{v:.1f}" for v in values)}
+
+
+def _comparisons(rows: pd.DataFrame, env: str) -> list[tuple[str, str, pd.DataFrame, str, int | None]]:
+    """(source label, rounds label, rows, protocol, last round) of each row of an env's block."""
+    horizon = _horizon(rows, env)
+    authors = rows[(rows["env"] == env) & (rows["source"] == AUTHORS_SOURCE)]
+    ours = rows[(rows["env"] == env) & (rows["source"] == OURS_SOURCE)]
+    full = int(ours["round"].max())
+    return [(AUTHORS_SOURCE, f"0–{horizon}", authors, AUTHORS, None),
+            ("ours, clean protocol", f"0–{horizon}", ours, CLEAN, horizon),
+            ("ours, paper protocol", f"0–{horizon}", ours, PAPER, horizon),
+            ("ours, clean protocol (Fig. 6b)", f"0–{full}", ours, CLEAN, None)]
+
+
+def three_way_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    table = []
+    for env in output.runs.envs:
+        reported = paper.FIG6B[env]
+        table.append({"Env": paper.ENV_TITLES[env], "Source": "paper", "Rounds": MISSING_CELL, "Seeds": "5",
+                      "SE_ave mean ± std": f"{reported['SE_ave'][0]:.1f} ± {reported['SE_ave'][1]:.1f}",
+                      "SE_peak mean ± std": f"{reported['SE_peak'][0]:.1f} ± {reported['SE_peak'][1]:.1f}"})
+        for source, rounds, source_rows, protocol, last_round in _comparisons(rows, env):
+            per_seed = _per_seed(source_rows, IIF.label, protocol, last_round)
+            table.append({"Env": paper.ENV_TITLES[env], "Source": source, "Rounds": rounds,
+                          "Seeds": str(len(per_seed)), **_robust_cells(per_seed["SE_ave"], "SE_ave"),
+                          **_robust_cells(per_seed["SE_peak"], "SE_peak"),
+                          "Final return IIF": _pm_over_seeds(per_seed["final_method"], 1),
+                          "Final return std": _pm_over_seeds(per_seed["final_std"], 1),
+                          "Final IIF − std per seed": ", ".join(
+                              f"{v:.1f}" for v in per_seed["final_method"] - per_seed["final_std"])})
+    return pd.DataFrame(table).fillna(MISSING_CELL)
+
+
+def three_way_curves(output: Output, rows: pd.DataFrame) -> Figure:
+    """Seed-mean test return with 95 % t-bands: authors' standard and IIF beside ours (clean protocol),
+    over the authors' rounds."""
+    envs = output.runs.envs
+    arms = {STANDARD.label: "tab:blue", IIF.label: "tab:orange"}
+    sources = {AUTHORS_SOURCE: "", OURS_SOURCE: (4, 2)}
+    with figure_style():
+        fig = Figure(figsize=(5.0 * len(envs), 3.4), layout="constrained")
+        for ax, env in zip(fig.subplots(1, len(envs), squeeze=False).ravel(), envs):
+            horizon = _horizon(rows, env)
+            shown = rows[(rows["env"] == env) & (rows["round"] <= horizon)
+                         & rows["protocol"].isin([AUTHORS, CLEAN])].dropna(subset=["test_return"])
+            sns.lineplot(data=shown, x="round", y="test_return", hue="arm", hue_order=list(arms), palette=arms,
+                         style="source", style_order=list(sources), dashes=sources,
+                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax)
+            ax.set(title=paper.ENV_TITLES[env], xlabel="round (θ^k: k completed updates)", ylabel="test return")
+        handles = [Line2D([], [], color=color) for color in arms.values()]
+        handles += [Line2D([], [], color="black", dashes=dash or (None, None)) for dash in sources.values()]
+        fig.legend(handles, [*arms, *sources], loc="outside lower center", ncols=4, frameon=False)
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
+ALIGNMENT_ARMS = (IIF, RANDOM)
+
+
+def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+    """SE_ave per source and arm under the correct alignment and with the filtering arm read one round early."""
+    table = []
+    for env in output.runs.envs:
+        env_rows = rows[rows["env"] == env]
+        blocks = ([(AUTHORS_SOURCE, env_rows[env_rows["source"] == AUTHORS_SOURCE], AUTHORS, (IIF,))]
+                  if AUTHORS_SOURCE in set(env_rows["source"]) else [])
+        ours = env_rows[env_rows["source"] == OURS_SOURCE]
+        blocks += [("ours, clean protocol", ours, CLEAN, ALIGNMENT_ARMS)]
+        for source, source_rows, protocol, arms in blocks:
+            for arm in arms:
+                if source_rows[source_rows["arm"] == arm.label].empty:
+                    continue
+                reported = paper.FIG6B[env]["SE_ave"] if arm == IIF else None
+                cells = {}
+                for alignment, shift in (("θ^k at round k", False), ("one round early", True)):
+                    se_ave = _per_seed(source_rows, arm.label, protocol, None, shift)["SE_ave"]
+                    ci = metrics.bootstrap_ci(se_ave)
+                    cells[f"SE_ave, {alignment}"] = (f"{_pm_over_seeds(se_ave, 1)}; median {se_ave.median():.1f}; "
+                                                     f"IQM {ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]")
+                table.append({"Env": paper.ENV_TITLES[env], "Source": source, "Arm": arm.label,
+                              "Rounds": f"0–{int(source_rows['round'].max())}",
+                              "Seeds": str(source_rows["seed"].nunique()), **cells,
+                              "Paper SE_ave": f"{reported[0]:.1f} ± {reported[1]:.1f}" if reported else MISSING_CELL})
+    return pd.DataFrame(table)
+
+
+ALIGNMENT_RUNS = Sources((
+    (AUTHORS_SOURCE, AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))),
+    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF, RANDOM), seeds=5)),
+))
+OUR_ALIGNMENT_RUNS = Sources(((OURS_SOURCE, Runs("main", tuple(e for e in MAIN_ENVS if e not in FIDELITY_ENVS),
+                                                 (STANDARD, IIF, RANDOM), seeds=5)),))
+
+_THREE_WAY_NOTE = (
+    "Per env: the paper's Fig. 6b; the authors' released pipeline run unmodified (benchmarks/authors_pipeline/, "
+    "SGD, p = 12.5 %, as many test episodes as our committed runs: MiniGrid 100, LunarLander 50); ours under the "
+    "clean and the paper protocol over the authors' rounds, and over our whole run. IIF against standard PPO of "
+    "the same seed and source; mean ± std over seeds (the paper's statistic), median, IQM with a 95 % "
+    "percentile-bootstrap CI (scipy, 10,000 resamples), per-seed values in seed order. Final return: the last "
+    "round's test return. Round k is θ^k for every arm.")
+
+OUTPUTS: tuple[Output, ...] = (
+    Output("fidelity_three_way", "Fidelity: paper | authors' code | ours", _THREE_WAY_NOTE, THREE_WAY_RUNS,
+           three_way_table),
+    Output("fidelity_three_way_curves", "Fidelity curves",
+           "Test return against round (θ^k), mean over seeds ± 95 % t-interval: the authors' released pipeline "
+           "(solid) and ours, clean protocol (dashed), over the authors' rounds.", THREE_WAY_RUNS, three_way_curves),
+    Output("fidelity_alignment", "Fidelity: IIF read one round early",
+           "SE_ave of each filtering arm against standard PPO of the same seed, with round k = θ^k (correct) and "
+           "with the filtering arm's curve read one round early (θ^(k+1) at round k, as a plot that puts the "
+           "authors' IIF round-i file beside their standard test i would). Mean ± std; median; IQM [95 % CI].",
+           ALIGNMENT_RUNS, alignment_table),
+    Output("fidelity_alignment_ours", "Fidelity: IIF read one round early (our other envs)",
+           "As the alignment table, for the main comparison's other envs (ours only: the authors' release covers "
+           "MiniGrid and LunarLander).", OUR_ALIGNMENT_RUNS, alignment_table),
+)
