@@ -23,24 +23,28 @@ from matplotlib.lines import Line2D
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import (IIF, MAIN_ENVS, MISSING_CELL, RANDOM, STANDARD, Output, Runs, _by_arm,
+from rlinfluence.figures.outputs import (CPU_EVALUATION, IIF, MAIN_ENVS, MISSING_CELL, RANDOM, STANDARD, Output, Runs, _by_arm,
                                          _curve, _final_return, _pm_over_seeds)
 from rlinfluence.figures.render import figure_style
 from rlinfluence.rundir import CLEAN, PAPER
 
 AUTHORS = "authors"  # experiment and protocol of paper_figures/data/authors.csv
 FIDELITY_ENVS = ("minigrid", "lunarlander")  # the envs the authors' release covers
-AUTHORS_COMMAND = ("python benchmarks/authors_pipeline/driver.py run --env {env} --seed <k> ... && "
-                   "python benchmarks/authors_pipeline/convert.py --work <work> (benchmarks/authors_pipeline/README.md)")
 
 
 @dataclass(frozen=True)
 class AuthorsRuns(Runs):
     """The authors' own runs (standard PPO and IIF), made by their scripts, not by rlinfluence."""
 
-    def _command(self, overrides: str) -> str:
-        env = overrides.split("env=")[1].split()[0] if "env=" in overrides else "{" + ",".join(self.envs) + "}"
-        return AUTHORS_COMMAND.format(env=env)
+    @property
+    def command(self) -> str:
+        return " && ".join(self.command_for(env) for env in self.envs)
+
+    def command_for(self, env: str) -> str:
+        # As many test episodes as our committed runs of the env evaluate, so both sources' curves compare.
+        episodes = CPU_EVALUATION[env].removeprefix("eval.episodes=")
+        return (f"python benchmarks/authors_pipeline/driver.py run --venv <venv> --work <work> --env {env} "
+                f"--seed <k> --test-episodes {episodes} && python benchmarks/authors_pipeline/convert.py --work <work>")
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,8 @@ class Sources:
 AUTHORS_SOURCE, OURS_SOURCE = "authors' code", "ours"
 THREE_WAY_RUNS = Sources((
     (AUTHORS_SOURCE, AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))),
-    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(CLEAN, PAPER),
+    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5)),
+    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(PAPER,),
                        overlay="protocol_lunarlander")),
 ))
 
