@@ -104,7 +104,6 @@ def validate(cfg: DictConfig) -> None:
     _require(cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
              f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
              f"task=train or task=figures")
-    agent_class(cfg.env.agent).check_config(cfg)  # the targets, models and data it can run with
     require_one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     require_one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
     require_one_of("env.network.activation", cfg.env.network.activation, tuple(ACTIVATIONS))
@@ -124,6 +123,7 @@ def validate(cfg: DictConfig) -> None:
              f"influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), got optimizer={cfg.optimizer.name}")
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
              f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
+    agent_class(cfg.env.agent).check_config(cfg)  # the env, targets, models and data it can run with
     if cfg.task == TRAIN:
         check_writable("runs_root", cfg.runs_root)
     check_task(cfg)
