@@ -5,7 +5,8 @@ configuration), resuming from its checkpoint and skipping it when it is already 
 every other `task=` is a registered task (tasks.py: `figures` regenerates the paper's tables and
 figures, `diagnose` and `intervene` are the analyses of analyses/). A command that cannot run as given (a
 config error, a run dir it cannot continue) is refused in one line with exit code 2 before it writes
-anything.
+anything; a sweep (`-m`) is checked job by job before its first job starts. Every command ends with a
+line that says what it did and where; an interrupted run, with the round it stopped in (interrupts.py).
 """
 
 from __future__ import annotations
