@@ -151,6 +151,7 @@ def one_line(error: HydraException) -> str:
 # ----------------------------------------------------------------------------- sweeps (-m)
 
 TRAINED, RESUMED, SKIPPED = "trained", "resumed", "skipped"
+NOT_FINISHED = "failed or not run"  # a job that crashed, was interrupted, or was not reached
 
 
 @dataclass
@@ -202,10 +203,10 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
 
 
 def sweep_summary(jobs: list[SweepJob]) -> str:
-    """What a sweep did, from its run dirs: a run is failed (or not reached) unless it is finished."""
-    counts = Counter(job.plan if rundir.is_done(job.run_dir) else "failed or not run" for job in jobs)
+    """What a sweep did, read from its run dirs once it has ended (whichever launcher ran the jobs)."""
+    counts = Counter(job.plan if rundir.is_done(job.run_dir) else NOT_FINISHED for job in jobs)
     where = os.path.commonpath([str(job.run_dir) for job in jobs])
-    parts = ", ".join(f"{counts[plan]} {plan}" for plan in (TRAINED, RESUMED, SKIPPED, "failed or not run"))
+    parts = ", ".join(f"{counts[plan]} {plan}" for plan in (TRAINED, RESUMED, SKIPPED, NOT_FINISHED))
     return f"sweep of {len(jobs)} runs: {parts}; run dirs under {where}"
 
 
