@@ -23,6 +23,8 @@ def check_figures(cfg: DictConfig) -> None:
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"{key}={path} is not a directory (relative paths start at {Path.cwd()})")
     check_writable("figures.out_dir", cfg.figures.out_dir)
+    if cfg.figures.runs_root is not None:  # the refresh rewrites the tidy CSVs
+        check_writable("figures.data_dir", cfg.figures.data_dir)
 
 
 @register("figures", check=check_figures)
