@@ -378,11 +378,11 @@ def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_
     assert process.returncode == exit_code
     [line] = stderr.strip().splitlines()
     rounds = rounds_in(path)
-    assert line == (f"rlinfluence: interrupted in round {len(rounds)} of 40; rerun the same command to resume")
+    assert line == f"rlinfluence: interrupted in round {len(rounds)} of 40; rerun the same command to resume"
     assert not list(path.rglob("*.tmp")) and not (path / "DONE").exists()
     assert json.loads((path / "summary.json").read_text())["rounds_completed"] == rounds[-1]
-    resumed = subprocess.run([sys.executable, "-m", "rlinfluence", *overrides, "env.rounds=40"], capture_output=True,
-                             text=True, timeout=600)
+    resumed = subprocess.run([sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True,
+                             timeout=600)
     assert f"resuming {path} from round {rounds[-1]} of 40" in resumed.stderr and rounds_in(path) == list(range(41))
 
 
