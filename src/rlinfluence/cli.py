@@ -124,7 +124,6 @@ def quiet_libraries() -> None:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def hydra_app(cfg: DictConfig) -> None:
-    quiet_libraries()
     try:
         run_task(cfg)
     except ConfigError as error:
@@ -217,6 +216,7 @@ def main() -> None:
     whole before it starts and ends with what it did."""
     traceback_wanted = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    quiet_libraries()
     jobs: list[SweepJob] = []
     try:
         overrides = sweep_overrides(sys.argv[1:])
