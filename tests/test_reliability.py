@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import shutil
 import signal
@@ -12,13 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 
 from conftest import TINY, compose_config
 from rlinfluence.checkpoint import RunDirError
-from rlinfluence.cli import announce_env_optimizer, run_task
+from rlinfluence.cli import announce_env_optimizer, quiet_libraries, run_task
 from rlinfluence.config import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.paths import CONFIG_DIR
@@ -412,6 +414,21 @@ def test_figures_end_with_what_they_made_and_where(tmp_path):
     assert result.stdout.strip().splitlines()[-1] == \
         f"rlinfluence: 0 made, 0 partial, {len(OUTPUTS)} missing (MISSING.md), written to {tmp_path / 'out'}"
     assert (tmp_path / "out" / "MISSING.md").exists()
+
+
+def test_library_notices_are_not_shown(caplog):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
+        quiet_libraries()
+        warnings.warn("transformers: `x` is deprecated", FutureWarning)
+        figure, axes = pyplot.subplots()
+        axes.bar(["1", "2"], [1, 2])  # strings that parse as numbers: matplotlib's categorical-units note
+        pyplot.close(figure)
+    assert not caught and "categorical units" not in caplog.text
 
 
 def test_help_names_every_task_and_every_option_of_every_group():
