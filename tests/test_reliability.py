@@ -322,6 +322,17 @@ def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, me
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("task,key", [("train", "runs_root"), ("diagnose", "runs_root"),
+                                      ("diagnose", "figures.data_dir"), ("figures", "figures.out_dir")])
+def test_a_path_a_task_would_write_under_a_file_is_refused_before_it_runs(tmp_path, task, key):
+    (tmp_path / "file").write_text("")
+    paths = {"runs_root": tmp_path / "runs", "figures.data_dir": tmp_path, "figures.out_dir": tmp_path / "out",
+             key: tmp_path / "file" / "below"}
+    with pytest.raises(ConfigError) as error:
+        validate(compose_config([f"task={task}", *(f"{name}={path}" for name, path in paths.items())]))
+    assert str(error.value) == f"{key}={tmp_path / 'file' / 'below'} is not writable: {tmp_path / 'file'} is not a directory"
+
+
 def test_another_env_id_with_the_presets_spaces_is_accepted_and_hashed():
     cfg = compose_config(["env=acrobot", "env.id=CartPole-v1"])
     validate(cfg)
