@@ -382,8 +382,7 @@ def wait_for_rows(runs_root: Path, rows: int, process: subprocess.Popen) -> Path
 
 @pytest.mark.parametrize("signum,exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_path, signum, exit_code):
-    overrides = ["env.n_steps=512", "env.rounds=40", "eval.episodes=20", "eval.n_parallel=4",
-                 f"runs_root={tmp_path}", "logger=disabled", "progress=false"]
+    overrides = [*TINY, "env.rounds=100", f"runs_root={tmp_path}"]
     process = subprocess.Popen([sys.executable, "-m", "rlinfluence", *overrides], stderr=subprocess.PIPE, text=True)
     path = wait_for_rows(tmp_path, 2, process)  # rounds 0 and 1 written: it is training
     process.send_signal(signum)
@@ -391,12 +390,12 @@ def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_
     assert process.returncode == exit_code
     [line] = stderr.strip().splitlines()
     rounds = rounds_in(path)
-    assert line == f"rlinfluence: interrupted in round {len(rounds)} of 40; rerun the same command to resume"
+    assert line == f"rlinfluence: interrupted in round {len(rounds)} of 100; rerun the same command to resume"
     assert not list(path.rglob("*.tmp")) and not (path / "DONE").exists()
     assert json.loads((path / "summary.json").read_text())["rounds_completed"] == rounds[-1]
     resumed = subprocess.run([sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True,
                              timeout=600)
-    assert f"resuming {path} from round {rounds[-1]} of 40" in resumed.stderr and rounds_in(path) == list(range(41))
+    assert f"resuming {path} from round {rounds[-1]} of 100" in resumed.stderr and rounds_in(path) == list(range(101))
 
 
 def test_a_run_and_a_sweep_end_saying_where_their_results_went(tmp_path):

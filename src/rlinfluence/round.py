@@ -261,7 +261,7 @@ def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
 def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, start: int,
                   signals: StopSignals) -> dict[str, Any]:
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
-    k, logger, exit_code, summary = start, None, 1, None
+    in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
     progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
                     disable=not cfg.progress, unit="round")
     try:
@@ -279,6 +279,7 @@ def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, 
                     save_snapshot(run_dir, state)
                 save_checkpoint(run_dir, state)
                 write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, done=False))
+                in_round = k + 1  # a signal held back during these writes stops the next round
             progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
         with signals.deferred():
             summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)
@@ -287,7 +288,10 @@ def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, 
         exit_code = 0
         return summary
     except Interrupted as stop:
-        raise _interrupted(stop, k, cfg) from None
+        if summary is None:
+            raise _interrupted(stop, in_round, cfg) from None
+        exit_code = 0  # the signal came during the last writes: the run has finished
+        return summary
     finally:
         progress.close()
         if logger is not None:
