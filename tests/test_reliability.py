@@ -413,7 +413,7 @@ def test_a_run_and_a_sweep_end_saying_where_their_results_went(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"rlinfluence: sweep of 3 runs: 2 trained, 1 resumed, 0 skipped, 0 failed or not run; run dirs under "
-        f"{path.parent.parent}")
+        f"{path.parent}")
 
 
 def test_figures_end_with_what_they_made_and_where(tmp_path):
