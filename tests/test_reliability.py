@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+import warnings
 from pathlib import Path
 
 import pytest
 
 from conftest import TINY, compose_config
 from rlinfluence.checkpoint import RunDirError
-from rlinfluence.cli import announce_env_optimizer, run_task
+from rlinfluence.cli import announce_env_optimizer, quiet_libraries, run_task
 from rlinfluence.config import ConfigError
+from rlinfluence.figures.catalogue import OUTPUTS
+from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.tasks import task_names
 from rlinfluence.rundir import check_identity, config_hash, relative_run_dir, run_dir, write_identity
 from rlinfluence.validation import validate
 
@@ -250,6 +257,9 @@ def test_an_unreadable_checkpoint_or_metrics_file_is_named_in_one_line(tmp_path,
 # ----------------------------------------------------------------------------- 5, 7, 9. refused commands
 
 
+FIT_HINT = "; use a preset whose spaces fit, or override env.make_kwargs/env.wrappers"
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["method.p=150"], "config error: method.p=150.0 must be in (0, 100]"),
     (["eval.episodes=0"], "config error: eval.episodes=0 must be >= 1"),
@@ -257,6 +267,27 @@ def test_an_unreadable_checkpoint_or_metrics_file_is_named_in_one_line(tmp_path,
     (["seed=abc"], "config error: Error merging override seed=abc; Value 'abc' of type 'str' could not be"),
     (["env=frozen_lake"], "config error: In 'config': Could not find 'env/frozen_lake' (options: acrobot,"),
     (["ppo.batchsize=32"], "config error: Could not override 'ppo.batchsize'; Key 'batchsize' not in 'PPOConfig'"),
+    # issue 32: each crashed (most after writing a run dir, one after training a whole run) or was filed wrongly
+    (["env.id=CartPole-v1"], "config error: env.id=CartPole-v1 does not take env=frozenlake's env.make_kwargs or "
+                             "env.wrappers=['one_hot'] (TypeError: "),
+    (["env=acrobot", "env.id=NoSuchEnv-v0"], "config error: env.id=NoSuchEnv-v0 is not a gymnasium env this "
+                                             "machine can make (NameNotFound: "),
+    (["env=acrobot", "env.id=Pendulum-v1"], "config error: env.id=Pendulum-v1 has continuous actions (Box of shape "
+                                            "(1,)), env=acrobot's preset is for discrete ones (Acrobot-v1: "
+                                            "Discrete(3))" + FIT_HINT),
+    (["env=minigrid", "env.id=CartPole-v1", "env.wrappers=[]"], "config error: env.id=CartPole-v1 observes Box of "
+                                                                "shape (4,) and acts in Discrete(2), which "
+                                                                "env.network.kind=cnn cannot take"),
+    (["task=diagnose", "analysis.diagnose.rollouts=0"],
+     "config error: analysis.diagnose.rollouts=0 must be >= 1 (Monte-Carlo rollouts per (state, action))"),
+    (["task=intervene", "analysis.intervene.rounds=[51]"],
+     "config error: analysis.intervene.rounds=[51] must be rounds in 1..50 (env.rounds)"),
+    (["seed=-1"], "config error: seed=-1 must be >= 0"),
+    (["target.state=[1,0]"], "config error: target.state set the s* and a* of f_action, which target=return does "
+                             "not use: add target=action, or drop them"),
+    (["task=figures", "figures.data_dir=no/such/dir"], "config error: figures.data_dir=no/such/dir is not a directory"),
+    (["-m", "method.p=25,150"], "config error: method.p=150.0 must be in (0, 100] or auto (percent of "
+                                "negative-influence records to drop) (sweep job method.p=150)"),
 ])
 def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, overrides, message):
     runs_root = tmp_path / "runs"
@@ -265,6 +296,55 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"rlinfluence: {message}")
     assert not runs_root.exists()
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["ppo.max_grad_norm=0"], "ppo.max_grad_norm=0.0 must be > 0, or null (no clipping)"),
+    (["ppo.ent_coef=-0.01"], "ppo.ent_coef=-0.01 must be >= 0"),
+    (["ppo.vf_coef=-1"], "ppo.vf_coef=-1.0 must be >= 0"),
+    (["optimizer.eps=0"], "optimizer.eps=0.0 must be > 0"),
+    (["torch_threads=0"], "torch_threads=0 must be > 0"),
+    (["logger.init_timeout=0"], "logger.init_timeout=0.0 must be > 0"),
+    (["env.network.activation=gelu"], "env.network.activation='gelu' is not one of: tanh, relu"),
+    (["env.network.pi=[64,0]"], "env.network.pi=[64, 0] must list layer widths > 0"),
+    (["env.wrappers=[one_hot,flip]"], "env.wrappers='flip' is not one of: one_hot, minigrid_image, atari"),
+    (["env.state_key=cell"], "env.state_key='cell' is not one of: toy_text_state, minigrid_pose"),
+    (["env.wrappers=[]"], "env.id=FrozenLake-v1 observes Discrete(16) after env.wrappers=[], not an array a "
+                          "network takes" + FIT_HINT),
+    (["env=acrobot", "env.wrappers=[one_hot]"], "env.id=Acrobot-v1 does not take env=acrobot's env.make_kwargs or "
+                                                "env.wrappers=['one_hot'] (AttributeError: "),
+    (["task=timeline", "env=acrobot", "analysis.timeline.top=0"], "analysis.timeline.top=0 must be >= 1"),
+    (["task=counterfactual", "analysis.counterfactual.groups=0"], "analysis.counterfactual.groups=0 must be >= 1"),
+])
+def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        validate(compose_config(overrides))
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("task,key", [("train", "runs_root"), ("diagnose", "runs_root"),
+                                      ("diagnose", "figures.data_dir"), ("figures", "figures.out_dir")])
+def test_a_path_a_task_would_write_under_a_file_is_refused_before_it_runs(tmp_path, task, key):
+    (tmp_path / "file").write_text("")
+    paths = {"runs_root": tmp_path / "runs", "figures.data_dir": tmp_path, "figures.out_dir": tmp_path / "out",
+             key: tmp_path / "file" / "below"}
+    with pytest.raises(ConfigError) as error:
+        validate(compose_config([f"task={task}", *(f"{name}={path}" for name, path in paths.items())]))
+    assert str(error.value) == f"{key}={tmp_path / 'file' / 'below'} is not writable: {tmp_path / 'file'} is not a directory"
+
+
+def test_another_env_id_with_the_presets_spaces_is_accepted_and_hashed():
+    cfg = compose_config(["env=acrobot", "env.id=CartPole-v1"])
+    validate(cfg)
+    assert config_hash(cfg) is not None  # filed apart from the preset's own runs
+
+
+def test_a_method_setting_the_method_does_not_read_is_a_one_line_warning(tmp_path, capsys):
+    cfg = tiny(tmp_path, "method=ppo", "method.p=30")
+    validate(cfg)
+    assert capsys.readouterr().err == ("rlinfluence: warning: method.p=30 does not apply to method=ppo; ignored (not "
+                                       "part of the run's identity)\n")
+    assert run_dir(cfg) == run_dir(tiny(tmp_path, "method=ppo"))
 
 
 def _as_a_user() -> tuple[str, ...]:
@@ -286,6 +366,95 @@ def test_a_read_only_runs_root_is_one_line_exit_2():
         [line] = result.stderr.strip().splitlines()
         assert line.startswith(f"rlinfluence: config error: runs_root={runs_root} is not writable")
         assert not any(runs_root.iterdir())
+
+
+# ----------------------------------------------------------------------------- issue 32: interrupts, what a command did
+
+
+def wait_for_rows(runs_root: Path, rows: int, process: subprocess.Popen) -> Path:
+    while process.poll() is None:
+        found = list(runs_root.rglob("metrics.csv"))
+        if found and len(found[0].read_text().splitlines()) > rows:
+            return found[0].parent
+        time.sleep(0.02)
+    raise AssertionError(f"the run ended before logging {rows} rounds: {process.communicate()}")
+
+
+@pytest.mark.parametrize("signum,exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_path, signum, exit_code):
+    overrides = [*(o for o in TINY if not o.startswith("env.rounds=")), "env.rounds=100", f"runs_root={tmp_path}"]
+    # As from a terminal: a shell starts background jobs (pytest, say) with SIGINT ignored, which the run keeps.
+    process = subprocess.Popen([sys.executable, "-m", "rlinfluence", *overrides], stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    path = wait_for_rows(tmp_path, 2, process)  # rounds 0 and 1 written: it is training
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == exit_code
+    [line] = stderr.strip().splitlines()
+    rounds = rounds_in(path)
+    assert line == f"rlinfluence: interrupted in round {len(rounds)} of 100; rerun the same command to resume"
+    assert not list(path.rglob("*.tmp")) and not (path / "DONE").exists()
+    assert json.loads((path / "summary.json").read_text())["rounds_completed"] == rounds[-1]
+    resumed = subprocess.run([sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True,
+                             timeout=600)
+    assert f"resuming {path} from round {rounds[-1]} of 100" in resumed.stderr and rounds_in(path) == list(range(101))
+
+
+def test_a_run_and_a_sweep_end_saying_where_their_results_went(tmp_path):
+    result = cli(tmp_path, *TINY[:5])
+    [path] = [done.parent for done in tmp_path.rglob("DONE")]
+    final = json.loads((path / "summary.json").read_text())["final_test_return"]
+    assert result.stderr.strip().splitlines()[-1] == \
+        f"rlinfluence: trained {path} (env.rounds=2), final test return {final:.6g}"
+    result = cli(tmp_path, *TINY[:5])
+    assert result.stderr.strip() == \
+        f"rlinfluence: {path} is already finished, final test return {final:.6g} (force=true reruns it)"
+
+    (path / "DONE").unlink()  # as if killed after its last round
+    result = cli(tmp_path, "-m", *TINY[:5], "seed=0,1,2")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"rlinfluence: sweep of 3 runs: 2 trained, 1 resumed, 0 skipped, 0 failed or not run; run dirs under "
+        f"{path.parent}")
+
+
+def test_figures_end_with_what_they_made_and_where(tmp_path):
+    (tmp_path / "data").mkdir()
+    result = cli(tmp_path / "runs", "task=figures", f"figures.data_dir={tmp_path / 'data'}",
+                 f"figures.out_dir={tmp_path / 'out'}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == \
+        f"rlinfluence: 0 made, 0 partial, {len(OUTPUTS)} missing (MISSING.md), written to {tmp_path / 'out'}"
+    assert (tmp_path / "out" / "MISSING.md").exists()
+
+
+def test_library_notices_are_not_shown(caplog):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
+        quiet_libraries()
+        warnings.warn("transformers: `x` is deprecated", FutureWarning)
+        figure, axes = pyplot.subplots()
+        axes.bar(["1", "2"], [1, 2])  # strings that parse as numbers: matplotlib's categorical-units note
+        pyplot.close(figure)
+    assert not caught and "categorical units" not in caplog.text
+
+
+def test_help_names_every_task_and_every_option_of_every_group():
+    result = subprocess.run([sys.executable, "-m", "rlinfluence", "--help"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "README.md" in result.stdout and "--cfg job" in result.stdout
+    assert "ppo:" not in result.stdout  # the config dump stays behind --cfg
+    for task in task_names():
+        assert f"\n  {task} " in result.stdout, task
+    for group in Path(CONFIG_DIR).iterdir():
+        if group.is_dir() and group.name != "local":  # site settings, gitignored
+            assert f"\n  {group.name} " in result.stdout, group.name
+            for option in group.glob("*.yaml"):
+                assert option.stem in result.stdout, f"{group.name}={option.stem}"
 
 
 def test_a_resume_and_an_env_optimizer_are_announced(tmp_path, capsys):

@@ -5,24 +5,36 @@ configuration), resuming from its checkpoint and skipping it when it is already 
 every other `task=` is a registered task (tasks.py: `figures` regenerates the paper's tables and
 figures, `diagnose` and `intervene` are the analyses of analyses/). A command that cannot run as given (a
 config error, a run dir it cannot continue) is refused in one line with exit code 2 before it writes
-anything.
+anything; a sweep (`-m`) is checked job by job before its first job starts. Every command ends with a
+line that says what it did and where; an interrupted run, with the round it stopped in (interrupts.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import logging
 import os
+import signal
 import sys
+import warnings
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
+from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import rundir
-from rlinfluence.checkpoint import RunDirError
+from rlinfluence.checkpoint import SUMMARY, RunDirError
 from rlinfluence.config import ConfigError
 from rlinfluence.envs import env_optimizer
+from rlinfluence.interrupts import RunInterrupted
+from rlinfluence.manifest import Composer, expand_sweep
 from rlinfluence.paths import CONFIG_DIR
 from rlinfluence.round import Resume, read_resume, reset_run, train
 from rlinfluence.tasks import TRAIN, load_tasks
@@ -40,21 +52,38 @@ def run_task(cfg: DictConfig, run_dir: Path | None = None) -> dict | None:
     return start_training(cfg, run_dir or rundir.run_dir(cfg))
 
 
-def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
-    """Every check that can refuse the command comes before its first write (creating the run dir)."""
+def check_run(cfg: DictConfig, run_dir: Path) -> Resume | None:
+    """Every check that can refuse a training command on its run dir (made with other settings, files
+    unreadable), before its first write: what the run resumes from, None when it has finished."""
     if not cfg.force:
         rundir.check_identity(run_dir, cfg)
         if rundir.is_done(run_dir):
-            print(f"rlinfluence: {run_dir} is already finished (force=true reruns it)", file=sys.stderr)
             return None
-    resume = Resume() if cfg.force else read_resume(run_dir)
+    return Resume() if cfg.force else read_resume(run_dir)
+
+
+def final_test_return(run_dir: Path) -> str:
+    value = json.loads((run_dir / SUMMARY).read_text())["final_test_return"]
+    return "none" if value is None else f"{value:.6g}"
+
+
+def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
+    """Checks the run dir, creates it, trains; says which run dir and final test return either way."""
+    resume = check_run(cfg, run_dir)
+    if resume is None:
+        print(f"rlinfluence: {run_dir} is already finished, final test return {final_test_return(run_dir)} "
+              f"(force=true reruns it)", file=sys.stderr)
+        return None
     rundir.create_run_dir(run_dir, cfg.runs_root)
     if cfg.force:
         reset_run(run_dir)
     rundir.write_identity(run_dir, cfg)
     record_invocation(cfg, run_dir)
     announce_env_optimizer(cfg)
-    return train(cfg, run_dir, resume)
+    summary = train(cfg, run_dir, resume)
+    print(f"rlinfluence: trained {run_dir} (env.rounds={summary['rounds']}), final test return "
+          f"{final_test_return(run_dir)}", file=sys.stderr)
+    return summary
 
 
 def announce_env_optimizer(cfg: DictConfig) -> None:
@@ -85,6 +114,14 @@ def refuse(message: str) -> None:
     raise SystemExit(REFUSED)
 
 
+def quiet_libraries() -> None:
+    """Library notices meant for developers (transformers' FutureWarnings, matplotlib's note on
+    categorical units) are not shown, unless the user asks for warnings (python -W, PYTHONWARNINGS)."""
+    if not sys.warnoptions:
+        warnings.simplefilter("ignore", FutureWarning)
+    logging.getLogger("matplotlib.category").setLevel(logging.WARNING)
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def hydra_app(cfg: DictConfig) -> None:
     try:
@@ -93,6 +130,9 @@ def hydra_app(cfg: DictConfig) -> None:
         refuse(f"config error: {error}")
     except RunDirError as error:
         refuse(str(error))
+    except RunInterrupted as stop:
+        print(f"rlinfluence: {stop}", file=sys.stderr)
+        raise SystemExit(stop.exit_code) from None
 
 
 def one_line(error: HydraException) -> str:
@@ -107,15 +147,89 @@ def one_line(error: HydraException) -> str:
     return "; ".join(lines)
 
 
+# ----------------------------------------------------------------------------- sweeps (-m)
+
+TRAINED, RESUMED, SKIPPED = "trained", "resumed", "skipped"
+NOT_FINISHED = "failed or not run"  # a job that crashed, was interrupted, or was not reached
+
+
+@dataclass
+class SweepJob:
+    run_dir: Path
+    plan: str  # what the sweep is to do with the run: TRAINED (from scratch), RESUMED or SKIPPED
+
+
+def sweep_overrides(argv: list[str]) -> list[str] | None:
+    """The overrides of `rlinfluence -m ...`, read with Hydra's own parser; None for a single run, for
+    arguments Hydra refuses (it says why), and when Hydra's flags (--help, --cfg, -cn, ...) change what
+    the command does."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = get_args_parser().parse_args(argv)
+    except SystemExit:
+        return None
+    flags = (args.help, args.hydra_help, args.cfg, args.info, args.shell_completion, args.run, args.config_path,
+             args.config_name, args.config_dir, args.experimental_rerun)
+    return args.overrides if args.multirun and not any(flags) else None
+
+
+def check_sweep(overrides: list[str]) -> list[SweepJob]:
+    """Compose and check every job of the sweep before the first one starts (a bad value in job 5 must
+    not be found after jobs 1-4 have trained): one line and exit 2 on the first that cannot run, with
+    nothing written. Returns the training jobs' run dirs and plans."""
+    with Composer() as composer:
+        try:
+            jobs = expand_sweep(composer.sweep_params(overrides), overrides)
+        except ValueError:  # a sweep the manifest cannot enumerate (an interval, Hydra's own keys): Hydra checks it per job
+            return []
+        planned = []
+        shared = set.intersection(*(set(job) for job in jobs))
+        for job in jobs:
+            cfg = composer.compose(job)
+            named = f"(sweep job {' '.join(o for o in job if o not in shared)})"
+            try:
+                validate(cfg)
+                if cfg.task == TRAIN:
+                    run_dir = rundir.run_dir(cfg)
+                    resume = check_run(cfg, run_dir)
+                    plan = SKIPPED if resume is None else RESUMED if resume.checkpoint else TRAINED
+                    planned.append(SweepJob(run_dir, plan))
+            except ConfigError as error:
+                refuse(f"config error: {error} {named}")
+            except RunDirError as error:
+                refuse(f"{error} {named}")
+    return planned
+
+
+def sweep_summary(jobs: list[SweepJob]) -> str:
+    """What a sweep did, read from its run dirs once it has ended (whichever launcher ran the jobs)."""
+    counts = Counter(job.plan if rundir.is_done(job.run_dir) else NOT_FINISHED for job in jobs)
+    where = os.path.commonpath([str(job.run_dir) for job in jobs])
+    parts = ", ".join(f"{counts[plan]} {plan}" for plan in (TRAINED, RESUMED, SKIPPED, NOT_FINISHED))
+    return f"sweep of {len(jobs)} runs: {parts}; run dirs under {where}"
+
+
 def main() -> None:
     """Hydra's own errors (a bad override, an unknown option, a wrong type) are config errors too: one
     line and exit 2, like the app's. HYDRA_FULL_ERROR=1 makes Hydra raise them instead of printing
-    them over several lines and exiting 1; a user who sets it gets the traceback."""
+    them over several lines and exiting 1; a user who sets it gets the traceback. A sweep is checked
+    whole before it starts and ends with what it did."""
     traceback_wanted = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    quiet_libraries()
+    jobs: list[SweepJob] = []
     try:
+        overrides = sweep_overrides(sys.argv[1:])
+        if overrides is not None:
+            jobs = check_sweep(overrides)
         hydra_app()
     except HydraException as error:
         if traceback_wanted:
             raise
         refuse(f"config error: {one_line(error)}")
+    except KeyboardInterrupt:  # Ctrl-C outside a training run (composing, figures, an analysis' rounds)
+        print("rlinfluence: interrupted", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
+    finally:
+        if jobs:
+            print(f"rlinfluence: {sweep_summary(jobs)}", file=sys.stderr)

@@ -144,6 +144,15 @@ def envs_with_state_key() -> list[str]:
                   if OmegaConf.select(OmegaConf.load(path), "env.state_key") is not None)
 
 
+def preset_env(env_name: str) -> DictConfig | None:
+    """The env block of conf/env/<name>.yaml over the schema's defaults (its id, make_kwargs, wrappers, ...);
+    None for a name no file has."""
+    path = ENV_CONFIG_DIR / f"{env_name}.yaml"
+    if not path.exists():
+        return None
+    return OmegaConf.merge(OmegaConf.structured(EnvConfig), OmegaConf.load(path).env)
+
+
 def env_optimizer(env_name: str) -> str | None:
     """The optimizer an env's config file switches to (`override /optimizer: adam`), if it does."""
     path = ENV_CONFIG_DIR / f"{env_name}.yaml"

@@ -34,6 +34,7 @@ from rlinfluence.collect import TrainEnvs, collect_rollout
 from rlinfluence.config import ConfigError
 from rlinfluence.evaluation import Evaluator, is_eval_round
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
+from rlinfluence.interrupts import Interrupted, RunInterrupted, StopSignals
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
@@ -42,7 +43,7 @@ from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Attribute, Selection, make_selection, numeric_p
 from rlinfluence.targets import make_target
 from rlinfluence.update import make_optimizer, ppo_update, scheduled
-from rlinfluence.validation import check_action_target, require_one_of
+from rlinfluence.validation import check_action_target, check_env, require_one_of
 
 NAN = float("nan")
 
@@ -57,6 +58,11 @@ class Trainer:
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
         require_one_of("target.name", cfg.target.name, cls.TARGETS)
+        check_env(cfg)
+        given = [key for key in ("state", "action") if cfg.target[key] is not None]
+        if given and cfg.target.name != "action":
+            raise ConfigError(f"{', '.join(f'target.{key}' for key in given)} set the s* and a* of f_action, which "
+                              f"target={cfg.target.name} does not use: add target=action, or drop them")
         if cfg.target.name == "action":
             if cfg.target.state is None or cfg.target.action is None:
                 raise ConfigError("target=action needs target.state and target.action (the s* and a* of f_action)")
@@ -235,31 +241,58 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume) -> dict[str, Any]:
     """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
     (agents.py); returns its summary."""
     torch.set_num_threads(cfg.torch_threads)
-    trainer = make_agent(cfg)
-    start = trainer.load_state_dict(resume.checkpoint) + 1 if resume.checkpoint else 0
-    if resume.checkpoint:
-        print(f"rlinfluence: resuming {run_dir} from round {start - 1} of {cfg.env.rounds}", file=sys.stderr)
+    start = int(resume.checkpoint["round"]) + 1 if resume.checkpoint else 0
+    with StopSignals().installed() as signals:
+        try:
+            trainer = make_agent(cfg)
+        except Interrupted as stop:
+            raise _interrupted(stop, start, cfg) from None
+        try:
+            return _train_rounds(cfg, run_dir, resume, trainer, start, signals)
+        finally:
+            trainer.close()
+
+
+def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
+    return RunInterrupted(f"interrupted in round {k} of {cfg.env.rounds}; rerun the same command to resume",
+                          stop.exit_code)
+
+
+def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, start: int,
+                  signals: StopSignals) -> dict[str, Any]:
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
-    logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
-    exit_code, summary = 1, None
+    in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
     progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
                     disable=not cfg.progress, unit="round")
     try:
+        if resume.checkpoint:
+            trainer.load_state_dict(resume.checkpoint)
+            tqdm.write(f"rlinfluence: resuming {run_dir} from round {start - 1} of {cfg.env.rounds}", file=sys.stderr)
+        with signals.deferred():  # it rewrites metrics.csv with the rows it keeps
+            logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
         for k in progress:
             row = trainer.initial_row() if k == 0 else trainer.run_round(k)
-            logger.log(row)
-            state = trainer.state_dict(k)
-            if cfg.checkpoint.snapshots:
-                save_snapshot(run_dir, state)
-            save_checkpoint(run_dir, state)
-            write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, done=False))
+            with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
+                logger.log(row)
+                state = trainer.state_dict(k)
+                if cfg.checkpoint.snapshots:
+                    save_snapshot(run_dir, state)
+                save_checkpoint(run_dir, state)
+                write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, done=False))
+                in_round = k + 1  # a signal held back during these writes stops the next round
             progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
-        summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)
-        write_json(run_dir / SUMMARY, summary)
-        (run_dir / DONE).touch()
+        with signals.deferred():
+            summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)
+            write_json(run_dir / SUMMARY, summary)
+            (run_dir / DONE).touch()
         exit_code = 0
+        return summary
+    except Interrupted as stop:
+        if summary is None:
+            raise _interrupted(stop, in_round, cfg) from None
+        exit_code = 0  # the signal came during the last writes: the run has finished
         return summary
     finally:
         progress.close()
-        logger.finish(summary, exit_code)
-        trainer.close()
+        if logger is not None:
+            logger.finish(summary, exit_code)

@@ -39,6 +39,7 @@ class Selection:
 
 class SelectionMethod:
     needs_scores: ClassVar[bool] = False
+    settings: ClassVar[tuple[str, ...]] = ()  # the method.* keys it reads besides its name (validation warns of others)
 
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
@@ -98,6 +99,7 @@ class _DropShareOfNegatives(SelectionMethod):
     """Methods parameterised by p, the percent of negative-influence records to drop."""
 
     needs_scores = True
+    settings = ("p",)
 
     def __init__(self, p: float):
         self.p = p
@@ -235,6 +237,7 @@ class DropAdvantageMismatch(SelectionMethod):
     A zero on either side is no mismatch (a state seen with one action only has Ā = 0: no evidence)."""
 
     VARIANTS = ("h1", "h2")
+    settings = ("p", "variant")
 
     def __init__(self, variant: str, p: float, gamma: float):
         self.variant, self.p, self.gamma = variant, p, gamma

@@ -9,18 +9,23 @@ the key and what is allowed. It sits above the method registry and the envs it c
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.agents import AGENTS, agent_class
 from rlinfluence.config import ConfigError
-from rlinfluence.envs import make_env
+from rlinfluence.envs import STATE_KEYS, WRAPPERS, make_env, preset_env
+from rlinfluence.networks import ACTIVATIONS, ActorCritic
 from rlinfluence.selection import SELECTION_METHODS
-from rlinfluence.tasks import TRAIN, task_names
+from rlinfluence.tasks import TRAIN, check_task, task_names
 
 OPTIMIZERS = ("sgd", "adam")
 LOGGER_MODES = ("offline", "online", "disabled")
@@ -45,16 +50,51 @@ def _positive(key: str, value: float) -> None:
     _require(value > 0, f"{key}={value} must be > 0")
 
 
+def _at_least(key: str, value: float, low: float, meaning: str) -> None:
+    _require(value >= low, f"{key}={value} must be >= {low} ({meaning})")
+
+
+_warned: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """A setting that is ignored, said once a process (a sweep validates each job before it runs it)."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"rlinfluence: warning: {message}", file=sys.stderr)
+
+
+def check_writable(key: str, path: str) -> None:
+    """`path` (a directory, made if missing) can be written: its nearest existing ancestor must be a
+    writable directory. Checked before a command writes anything, so it never fails half way."""
+    existing = Path(path).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    _require(existing.is_dir(), f"{key}={path} is not writable: {existing} is not a directory")
+    _require(os.access(existing, os.W_OK | os.X_OK), f"{key}={path} is not writable: {existing} is read-only")
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError (one line) on the first value that cannot be run."""
     require_one_of("task", cfg.task, task_names())
     require_one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
-    SELECTION_METHODS[cfg.method.name].check_config(cfg)
+    method = SELECTION_METHODS[cfg.method.name]
+    method.check_config(cfg)
+    for key in ("p", "variant"):
+        if cfg.method[key] is not None and key not in method.settings:
+            warn(f"method.{key}={cfg.method[key]} does not apply to method={cfg.method.name}; ignored (not part of "
+                 f"the run's identity)")
     for key in ("env.n_steps", "env.rounds", "env.n_envs", "ppo.batch_size", "ppo.n_epochs", "eval.every",
-                "eval.n_parallel", "optimizer.lr", "ppo.clip_range", "influence.chunk_size"):
-        _positive(key, cfg[key.split(".")[0]][key.split(".")[1]])
+                "eval.n_parallel", "optimizer.lr", "optimizer.eps", "ppo.clip_range", "influence.chunk_size",
+                "torch_threads", "logger.init_timeout"):
+        _positive(key, OmegaConf.select(cfg, key))
     _require(cfg.eval.episodes >= 1,
              f"eval.episodes={cfg.eval.episodes} must be >= 1 (the test return is a mean over episodes)")
+    _at_least("seed", cfg.seed, 0, "numpy's SeedSequence takes non-negative seeds")
+    _at_least("ppo.ent_coef", cfg.ppo.ent_coef, 0, "a negative coefficient would reward a sharper policy")
+    _at_least("ppo.vf_coef", cfg.ppo.vf_coef, 0, "a negative coefficient would ascend the value loss")
+    _require(cfg.ppo.max_grad_norm is None or cfg.ppo.max_grad_norm > 0,
+             f"ppo.max_grad_norm={cfg.ppo.max_grad_norm} must be > 0, or null (no clipping)")
     _require(0 < cfg.ppo.gamma <= 1, f"ppo.gamma={cfg.ppo.gamma} must be in (0, 1]")
     _require(0 <= cfg.ppo.gae_lambda <= 1, f"ppo.gae_lambda={cfg.ppo.gae_lambda} must be in [0, 1]")
     require_one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
@@ -64,9 +104,17 @@ def validate(cfg: DictConfig) -> None:
     _require(cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
              f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
              f"task=train or task=figures")
-    agent_class(cfg.env.agent).check_config(cfg)  # the targets, models and data it can run with
     require_one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     require_one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
+    require_one_of("env.network.activation", cfg.env.network.activation, tuple(ACTIVATIONS))
+    _positive("env.network.features_dim", cfg.env.network.features_dim)
+    for key in ("env.network.pi", "env.network.vf"):
+        _require(all(width > 0 for width in OmegaConf.select(cfg, key)),
+                 f"{key}={list(OmegaConf.select(cfg, key))} must list layer widths > 0")
+    for wrapper in cfg.env.wrappers:
+        require_one_of("env.wrappers", wrapper, tuple(WRAPPERS))
+    if cfg.env.state_key is not None:
+        require_one_of("env.state_key", cfg.env.state_key, tuple(STATE_KEYS))
     require_one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
     require_one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
     require_one_of("influence.preconditioner", cfg.influence.preconditioner, INFLUENCE_PRECONDITIONERS)
@@ -75,16 +123,81 @@ def validate(cfg: DictConfig) -> None:
              f"influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), got optimizer={cfg.optimizer.name}")
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
              f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
+    agent_class(cfg.env.agent).check_config(cfg)  # the env, targets, models and data it can run with
+    if cfg.task == TRAIN:
+        check_writable("runs_root", cfg.runs_root)
+    check_task(cfg)
+
+
+# ----------------------------------------------------------------------------- the env and its preset
+
+FIT_HINT = "use a preset whose spaces fit, or override env.make_kwargs/env.wrappers"
+_spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
+
+
+def _first_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+
+
+def describe(space: gym.Space) -> str:
+    """One line (a Box's repr prints its bounds, over several lines for large ones)."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box of shape {space.shape}"
+    return str(space).replace("\n", " ")
+
+
+def action_kind(space: gym.Space) -> str:
+    return {gym.spaces.Discrete: "discrete", gym.spaces.Box: "continuous"}.get(type(space), type(space).__name__)
+
+
+def env_spaces(env_cfg: DictConfig) -> tuple[gym.Space, gym.Space]:
+    """The observation and action spaces of env.id made with env.make_kwargs and env.wrappers (built, not
+    stepped; once a process per setting, so a sweep builds each env once). ConfigError when it cannot be
+    made as configured."""
+    make_kwargs = OmegaConf.to_container(env_cfg.make_kwargs, resolve=True)
+    key = json.dumps([env_cfg.id, make_kwargs, list(env_cfg.wrappers)], sort_keys=True, default=str)
+    if key not in _spaces:
+        try:
+            env = make_env(env_cfg)
+        except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
+            raise ConfigError(f"env.id={env_cfg.id} is not a gymnasium env this machine can make ({_first_line(error)}); "
+                              f"a third-party env is named module:Id, e.g. ale_py:PongNoFrameskip-v4") from None
+        except Exception as error:  # noqa: BLE001 - whatever the env raises, it does not take these kwargs or wrappers
+            raise ConfigError(f"env.id={env_cfg.id} does not take env={env_cfg.name}'s env.make_kwargs or "
+                              f"env.wrappers={list(env_cfg.wrappers)} ({_first_line(error)}); {FIT_HINT}") from None
+        try:
+            _spaces[key] = env.observation_space, env.action_space
+        finally:
+            env.close()
+    return _spaces[key]
+
+
+def check_env(cfg: DictConfig) -> None:
+    """env.id (the preset's, or one given on the command line) must be makeable as configured, observe an
+    array that env.network takes, and act like the preset's env (discrete or continuous): its runs are
+    filed under the preset's name."""
+    observations, actions = env_spaces(cfg.env)
+    _require(isinstance(observations, gym.spaces.Box),
+             f"env.id={cfg.env.id} observes {describe(observations)} after env.wrappers={list(cfg.env.wrappers)}, "
+             f"not an array a network takes; {FIT_HINT}")
+    preset = preset_env(cfg.env.name)
+    if preset is not None and preset.id != cfg.env.id:
+        preset_actions = env_spaces(preset)[1]
+        _require(type(actions) is type(preset_actions),
+                 f"env.id={cfg.env.id} has {action_kind(actions)} actions ({describe(actions)}), env={cfg.env.name}'s "
+                 f"preset is for {action_kind(preset_actions)} ones ({preset.id}: {describe(preset_actions)}); "
+                 f"{FIT_HINT}")
+    try:
+        ActorCritic(observations, actions, cfg.env.network, torch.Generator())
+    except (ValueError, RuntimeError) as error:
+        raise ConfigError(f"env.id={cfg.env.id} observes {describe(observations)} and acts in {describe(actions)}, "
+                          f"which env.network.kind={cfg.env.network.kind} cannot take ({_first_line(error)}); "
+                          f"{FIT_HINT}") from None
 
 
 def check_action_target(env_cfg: DictConfig, state: list[float], action: list[float], key: str) -> None:
-    """f_action's s* and a* (config keys `<key>.state`, `<key>.action`) must fit the env's spaces: the
-    env is built (not stepped) to read them."""
-    env = make_env(env_cfg)
-    try:
-        observations, actions = env.observation_space, env.action_space
-    finally:
-        env.close()
+    """f_action's s* and a* (config keys `<key>.state`, `<key>.action`) must fit the env's spaces."""
+    observations, actions = env_spaces(env_cfg)
     size = int(np.prod(observations.shape))
     _require(len(state) == size, f"{key}.state has {len(state)} entries, env={env_cfg.name} observes "
                                  f"{size} (shape {tuple(observations.shape)}, listed flat)")

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds, matches_run, rerun_update
+from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
+                                               check_rounds, matches_run, rerun_update)
 from rlinfluence.config import ConfigError, PPOConfig
 from rlinfluence.evaluation import Evaluator
 from rlinfluence.influence import target_value
@@ -121,21 +122,20 @@ def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Eva
 
 
 def check_counterfactual(cfg: DictConfig) -> None:
+    check_outputs(cfg)
     settings = cfg.analysis.counterfactual
     check_rounds(cfg, "analysis.counterfactual.rounds", list(settings.rounds))
     if not settings.sizes or not all(0 < size < 1 for size in settings.sizes):
         raise ConfigError(f"analysis.counterfactual.sizes={list(settings.sizes)} must be fractions of the buffer "
                           f"in (0, 1)")
-    if settings.groups < 1:
-        raise ConfigError(f"analysis.counterfactual.groups={settings.groups} must be >= 1 (random groups per size)")
+    check_at_least_one(settings, "analysis.counterfactual", {"groups": "random groups per size"})
     if settings.eval_episodes < 0:
         raise ConfigError(f"analysis.counterfactual.eval_episodes={settings.eval_episodes} must be >= 0 "
                           f"(0: no test return)")
 
 
-@register("counterfactual")
+@register("counterfactual", check=check_counterfactual)
 def counterfactual(cfg: DictConfig) -> pd.DataFrame:
-    check_counterfactual(cfg)
     episodes = cfg.analysis.counterfactual.eval_episodes
     # The run's own evaluation stream, so every group of round k is tested on the same episodes.
     evaluator = Evaluator(cfg.env, OmegaConf.merge(cfg.eval, {"episodes": episodes}),

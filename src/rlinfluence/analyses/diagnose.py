@@ -19,7 +19,8 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
+from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
+                                               check_rounds)
 from rlinfluence.config import ConfigError, EnvConfig
 from rlinfluence.envs import STATE_SETTERS, envs_with_state_key, make_env
 from rlinfluence.networks import ActorCritic
@@ -96,10 +97,15 @@ def true_advantages(model: ActorCritic, env_cfg: EnvConfig, buffer: RolloutBuffe
     return advantage[state_of.reshape(-1), actions], advantage_se[state_of.reshape(-1), actions]
 
 
-def check_settable_state(cfg: DictConfig) -> None:
+def check_diagnose(cfg: DictConfig) -> None:
     if cfg.env.state_key not in STATE_SETTERS:
         raise ConfigError(f"task=diagnose rolls out from each record's state, which env={cfg.env.name} cannot be "
                           f"put into (no env.state_key); envs that can: {', '.join(envs_with_state_key())}")
+    check_outputs(cfg)
+    settings = cfg.analysis.diagnose
+    check_rounds(cfg, "analysis.diagnose.rounds", list(settings.rounds))
+    check_at_least_one(settings, "analysis.diagnose", {"rollouts": "Monte-Carlo rollouts per (state, action)",
+                                                       "bottom": "records shown as the most negative"})
 
 
 def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
@@ -119,9 +125,6 @@ def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
                          "advantage_true_se": advantage_se}).sort_values("rank")
 
 
-@register("diagnose")
+@register("diagnose", check=check_diagnose)
 def diagnose(cfg: DictConfig) -> pd.DataFrame:
-    check_settable_state(cfg)
-    rounds = list(cfg.analysis.diagnose.rounds)
-    check_rounds(cfg, "analysis.diagnose.rounds", rounds)
-    return analyse_rounds(cfg, "diagnose", rounds, diagnose_round)
+    return analyse_rounds(cfg, "diagnose", list(cfg.analysis.diagnose.rounds), diagnose_round)

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds, matches_run, rerun_update
+from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_outputs, check_rounds,
+                                               every_round_if_empty, matches_run, rerun_update)
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
 from rlinfluence.config import ConfigError
@@ -56,12 +57,20 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@register("intervene")
-def intervene(cfg: DictConfig) -> pd.DataFrame:
-    rounds = list(cfg.analysis.intervene.rounds) or list(range(1, cfg.env.rounds + 1))
-    check_rounds(cfg, "analysis.intervene.rounds", rounds)
+def intervene_rounds(cfg: DictConfig) -> list[int]:
+    return every_round_if_empty(cfg, cfg.analysis.intervene.rounds)
+
+
+def check_intervene(cfg: DictConfig) -> None:
+    check_outputs(cfg)
+    check_rounds(cfg, "analysis.intervene.rounds", intervene_rounds(cfg))
     p = cfg.analysis.intervene.p
     if not 0 < p <= 100:
         raise ConfigError(f"analysis.intervene.p={p} must be in (0, 100] (percent of each round's "
                           "negative-influence records the influence arm drops)")
-    return analyse_rounds(cfg, "intervene", rounds, intervene_round, p_variant(p))
+
+
+@register("intervene", check=check_intervene)
+def intervene(cfg: DictConfig) -> pd.DataFrame:
+    return analyse_rounds(cfg, "intervene", intervene_rounds(cfg), intervene_round,
+                          p_variant(cfg.analysis.intervene.p))

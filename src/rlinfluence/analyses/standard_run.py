@@ -24,6 +24,7 @@ from rlinfluence.config import ConfigError
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
 from rlinfluence.selection import Selection
+from rlinfluence.validation import check_writable
 
 
 def standard_run_config(cfg: DictConfig) -> DictConfig:
@@ -38,6 +39,23 @@ def standard_run_config(cfg: DictConfig) -> DictConfig:
 def check_rounds(cfg: DictConfig, key: str, rounds: list[int]) -> None:
     if not rounds or not all(1 <= k <= cfg.env.rounds for k in rounds):
         raise ConfigError(f"{key}={list(rounds)} must be rounds in 1..{cfg.env.rounds} (env.rounds)")
+
+
+def every_round_if_empty(cfg: DictConfig, rounds: list[int]) -> list[int]:
+    return list(rounds) or list(range(1, cfg.env.rounds + 1))
+
+
+def check_outputs(cfg: DictConfig) -> None:
+    """Where an analysis writes: its standard run under runs_root, its rows under figures.data_dir."""
+    check_writable("runs_root", cfg.runs_root)
+    check_writable("figures.data_dir", cfg.figures.data_dir)
+
+
+def check_at_least_one(settings: DictConfig, prefix: str, meanings: dict[str, str]) -> None:
+    """Counts an analysis needs at least one of: {key: what it counts}."""
+    for key, meaning in meanings.items():
+        if settings[key] < 1:
+            raise ConfigError(f"{prefix}.{key}={settings[key]} must be >= 1 ({meaning})")
 
 
 def ensure_standard_run(run_cfg: DictConfig) -> Path:

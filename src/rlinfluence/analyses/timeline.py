@@ -37,7 +37,8 @@ import torch
 from omegaconf import DictConfig
 from scipy.spatial import cKDTree
 
-from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_rounds, ensure_standard_run,
+from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
+                                               check_rounds, ensure_standard_run, every_round_if_empty,
                                                standard_run_config)
 from rlinfluence.checkpoint import load_snapshot
 from rlinfluence.config import ConfigError
@@ -185,26 +186,42 @@ def final_policy(cfg: DictConfig, spaces: tuple[gym.Space, gym.Space]) -> ActorC
     return model
 
 
-@register("timeline")
-def timeline(cfg: DictConfig) -> pd.DataFrame:
-    settings = cfg.analysis.timeline
-    rounds = list(settings.rounds) or list(range(1, cfg.env.rounds + 1))
-    check_rounds(cfg, "analysis.timeline.rounds", rounds)
-    for key in ("neighbours", "top", "phases"):
-        if settings[key] < 1:
-            raise ConfigError(f"analysis.timeline.{key}={settings[key]} must be >= 1")
+def timeline_rounds(cfg: DictConfig) -> list[int]:
+    return every_round_if_empty(cfg, cfg.analysis.timeline.rounds)
+
+
+def target_state(cfg: DictConfig) -> tuple[list[float], tuple[gym.Space, gym.Space]]:
+    """s* (flat) and the env's spaces."""
     env = make_env(cfg.env)
     try:
         spaces = env.observation_space, env.action_space
         start, _ = env.reset(seed=cfg.seed)
     finally:
         env.close()
+    state = cfg.analysis.timeline.state
+    state = state if state is not None else TARGET_STATES.get(cfg.env.name, np.ravel(start))
+    return [float(v) for v in state], spaces
+
+
+def check_timeline(cfg: DictConfig) -> None:
+    check_outputs(cfg)
+    settings = cfg.analysis.timeline
+    check_rounds(cfg, "analysis.timeline.rounds", timeline_rounds(cfg))
+    check_at_least_one(settings, "analysis.timeline", {"neighbours": "u of the u-nearest-neighbour graph",
+                                                       "top": "records written per round",
+                                                       "phases": "segments of the timeline"})
+    state, spaces = target_state(cfg)
     if not isinstance(spaces[1], gym.spaces.Discrete):
         raise ConfigError(f"task=timeline follows one discrete action a*; env={cfg.env.name} has continuous actions")
-    state = settings.state if settings.state is not None else TARGET_STATES.get(cfg.env.name, np.ravel(start))
-    state = [float(v) for v in state]
     check_action_target(cfg.env, state, [0 if settings.action is None else settings.action], "analysis.timeline")
-    state = np.reshape(state, spaces[0].shape)
+
+
+@register("timeline", check=check_timeline)
+def timeline(cfg: DictConfig) -> pd.DataFrame:
+    settings = cfg.analysis.timeline
+    rounds = timeline_rounds(cfg)
+    flat_state, spaces = target_state(cfg)
+    state = np.reshape(flat_state, spaces[0].shape)
 
     final = final_policy(cfg, spaces)
     action = settings.action

@@ -4,10 +4,36 @@
 computes it, `render` writes byte-reproducible files, `regenerate` ties them together.
 """
 
-from rlinfluence.figures.regenerate import main_from_config, regenerate
+from collections import Counter
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from rlinfluence.config import ConfigError
+from rlinfluence.figures.regenerate import MADE, MISSING, PARTIAL, main_from_config, regenerate
 from rlinfluence.figures.runs import tidy_from_runs
+from rlinfluence.validation import check_writable
 from rlinfluence.tasks import register
 
-register("figures")(main_from_config)
+
+def check_figures(cfg: DictConfig) -> None:
+    """The figures' inputs exist (a missing one would only list every output as missing)."""
+    for key in ("figures.data_dir", "figures.runs_root"):
+        path = cfg.figures[key.split(".")[1]]
+        if path is not None and not Path(path).is_dir():
+            raise ConfigError(f"{key}={path} is not a directory (relative paths start at {Path.cwd()})")
+    check_writable("figures.out_dir", cfg.figures.out_dir)
+    if cfg.figures.runs_root is not None:  # the refresh rewrites the tidy CSVs
+        check_writable("figures.data_dir", cfg.figures.data_dir)
+
+
+@register("figures", check=check_figures)
+def figures(cfg: DictConfig) -> list[tuple[str, str, str]]:
+    results = main_from_config(cfg)
+    counts = Counter(status for _, status, _ in results)
+    print(f"rlinfluence: {counts[MADE]} made, {counts[PARTIAL]} partial, {counts[MISSING]} missing (MISSING.md), "
+          f"written to {cfg.figures.out_dir}")
+    return results
+
 
 __all__ = ["main_from_config", "regenerate", "tidy_from_runs"]
