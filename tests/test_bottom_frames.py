@@ -1,14 +1,20 @@
 """task=bottom_frames (paper Fig. 9, Pong): the written records are the round's most negative ones, with
 their own observations (checked against task=diagnose's every-record rows of the same FrozenLake run);
-and, opt-in, the task end to end on Pong."""
+Fig. 9 is drawn from the committed Pong file, byte for byte; and, opt-in, the task end to end on Pong."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from rlinfluence.analyses.bottom_frames import read_frames
 from rlinfluence.cli import run_task
+from rlinfluence.figures.render import FIGURE_SUFFIXES, save_figure
+from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4
+from rlinfluence.paths import REPO_ROOT
+
+FIG9 = next(output for output in SECTION4 if output.name == "fig9_bottom_frames_pong")
 
 
 def test_bottom_frames_are_the_rounds_most_negative_records_with_their_observations(tmp_path, tiny_config):
@@ -30,6 +36,21 @@ def test_bottom_frames_are_the_rounds_most_negative_records_with_their_observati
         observations = np.stack(bottom["obs"].to_list())
         assert observations.shape == (5, 16)  # FrozenLake's one-hot state
         np.testing.assert_array_equal(observations.argmax(1), same["state"])
+
+
+def test_fig9_is_drawn_from_the_committed_pong_frames_byte_for_byte(tmp_path):
+    tidy = pd.DataFrame()
+    tidy.attrs[DATA_DIR] = REPO_ROOT / "paper_figures" / "data"
+    assert not FIG9.runs.shortfalls(tidy)
+    rows = FIG9.runs.select(tidy)
+    assert len(rows) == 10 and (rows["influence"] < 0).all() and rows["influence"].is_monotonic_increasing
+    assert all(frames.shape == (4, 84, 84) and frames.dtype == np.uint8 for frames in rows["obs"])
+    for again in ("a", "b"):
+        save_figure(FIG9.build(FIG9, rows), tmp_path / again)
+    for suffix in FIGURE_SUFFIXES:
+        committed = (REPO_ROOT / "paper_figures" / FIG9.name).with_suffix(suffix).read_bytes()
+        assert (tmp_path / "a").with_suffix(suffix).read_bytes() == (tmp_path / "b").with_suffix(suffix).read_bytes() \
+            == committed
 
 
 @pytest.mark.long
