@@ -55,7 +55,7 @@ def test_fig9_is_drawn_from_the_committed_pong_frames_byte_for_byte(tmp_path):
 
 @pytest.mark.long
 def test_bottom_frames_on_pong_writes_stacked_uint8_frames(tmp_path, tiny_config):
-    """About a minute on one thread, most of it the two one-episode evaluations (round 0 and the last)."""
+    """About 2 min on one busy thread, most of it the two one-episode evaluations (round 0 and the last)."""
     table = run_task(tiny_config("env=pong", "env.rounds=1", "env.n_steps=16", "ppo.batch_size=64",
                                  "eval.episodes=1", "eval.n_parallel=1", "task=bottom_frames",
                                  "analysis.bottom_frames.rounds=[1]", "analysis.bottom_frames.bottom=3",
