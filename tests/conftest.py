@@ -13,10 +13,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 import rlinfluence.config  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
+from rlinfluence.analyses.bottom_frames import write_frames  # noqa: E402
 from rlinfluence.paths import CONFIG_DIR  # noqa: E402
-from rlinfluence.figures.section4 import iif_p  # noqa: E402
+from rlinfluence.figures.section4 import FRAMES_ROUND, iif_p  # noqa: E402
 
 # Small enough for a 2-round run in about a second, large enough for several minibatches.
 TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",
@@ -34,8 +36,8 @@ def tiny_config():
 
 
 def write_analyses(data_dir) -> None:
-    """Random rows in the shape task=diagnose, task=intervene, task=counterfactual and task=timeline write, for every env a
-    figure reads."""
+    """Random rows in the shape task=diagnose, task=intervene, task=counterfactual, task=timeline and task=bottom_frames
+    write, for every env a figure reads."""
     rng = np.random.default_rng(0)
     for seed in range(3):
         for env in ("frozenlake", "minigrid"):
@@ -66,6 +68,13 @@ def write_analyses(data_dir) -> None:
                  **{f"obs_{d}": rng.normal() for d in range(obs_dim)}} for k in range(1, 13) for i in range(5)]
         (data_dir / "analyses" / "timeline").mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(data_dir / "analyses" / "timeline" / f"{env}-seed0.csv", index=False)
+    # task=bottom_frames on Pong: one seed, the 10 records of lowest influence with their stacked frames
+    rows = pd.DataFrame({"env": "pong", "seed": 0, "round": FRAMES_ROUND, "n_records": 1024,
+                         "rank": 1024 - np.arange(10), "record": np.arange(10), "influence": np.arange(-10.0, 0.0),
+                         "action": np.arange(10) % 6, "advantage_gae": rng.normal(size=10),
+                         "obs": list(rng.integers(0, 256, (10, 4, 84, 84), dtype=np.uint8))})
+    write_frames(OmegaConf.create({"figures": {"data_dir": str(data_dir)}, "env": {"name": "pong"}, "seed": 0}),
+                 "bottom_frames", rows)
 
 
 def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFrame:

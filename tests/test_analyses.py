@@ -127,7 +127,7 @@ def test_diagnose_refuses_an_env_without_a_settable_state(tmp_path, tiny_config)
 
 
 def test_an_unknown_task_is_refused_naming_the_registered_ones(tiny_config):
-    with pytest.raises(ConfigError, match="task='nope' is not one of: train, counterfactual, diagnose, figures, intervene"):
+    with pytest.raises(ConfigError, match="task=.nope. is not one of: train, bottom_frames, counterfactual, diagnose, figures, intervene"):
         run_task(tiny_config("task=nope"))
 
 

@@ -100,7 +100,7 @@ FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_erro
            "fig15_adam", "protocol_curves", "fig3a_bottom_records", "fig8_bottom_records_rounds",
            "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
            "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
-           "fig3b_bottom_views_minigrid", "robust_curves",
+           "fig3b_bottom_views_minigrid", "fig9_bottom_frames_pong", "robust_curves",
            "counterfactual_scatter", "fig10_timeline_acrobot", "fig4_timeline_highway",
            "fig7_rlhf", "fig16_rlhf_targets", "fig7_rlhf_tiny", "fig16_rlhf_targets_tiny",
            "aggregates_profiles", "aggregates_iqm_curves", "fidelity_three_way_curves"]

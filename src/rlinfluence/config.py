@@ -259,6 +259,14 @@ class TimelineConfig:
 
 
 @dataclass
+class BottomFramesConfig:
+    """task=bottom_frames (paper Fig. 9): the observations of a round's records of most negative influence."""
+
+    rounds: list[int] = field(default_factory=lambda: [10])
+    bottom: int = 10  # records written per round, the most negative first
+
+
+@dataclass
 class CounterfactualConfig:
     """task=counterfactual: does influence predict what removing records from one round's update does?"""
 
@@ -273,12 +281,13 @@ class AnalysisConfig:
     diagnose: DiagnoseConfig = field(default_factory=DiagnoseConfig)
     intervene: InterveneConfig = field(default_factory=InterveneConfig)
     timeline: TimelineConfig = field(default_factory=TimelineConfig)
+    bottom_frames: BottomFramesConfig = field(default_factory=BottomFramesConfig)
     counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
 
 
 @dataclass
 class Config:
-    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual (tasks.py)
+    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames (tasks.py)
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"

@@ -89,20 +89,26 @@ def matches_run(trainer: Trainer, run_dir: Path, k: int) -> bool:
     return all(torch.equal(value, snapshot[name]) for name, value in trainer.model.state_dict().items())
 
 
-def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame, variant: str = "") -> Path:
+def analysis_path(cfg: DictConfig, analysis: str, variant: str = "", suffix: str = ".csv") -> Path:
     """One file per (env, seed, variant): jobs of a sweep never write the same file, and a variant of an
     analysis (e.g. `-p12.5`) never replaces the default's rows."""
-    path = Path(cfg.figures.data_dir) / "analyses" / analysis / f"{cfg.env.name}-seed{cfg.seed}{variant}.csv"
+    path = Path(cfg.figures.data_dir) / "analyses" / analysis / f"{cfg.env.name}-seed{cfg.seed}{variant}{suffix}"
     path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame, variant: str = "") -> Path:
+    path = analysis_path(cfg, analysis, variant)
     rows.to_csv(path, index=False, float_format="%.8g")
-    print(f"rlinfluence: wrote {path}; `rlinfluence task=figures` draws it")
     return path
 
 
 def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
-                   analyse_round: Callable[[Trainer, Path, int], pd.DataFrame], variant: str = "") -> pd.DataFrame:
+                   analyse_round: Callable[[Trainer, Path, int], pd.DataFrame], variant: str = "",
+                   write: Callable[[DictConfig, str, pd.DataFrame, str], Path] = write_rows) -> pd.DataFrame:
     """Train the standard run if needed, then `analyse_round` each round from its snapshots; writes the
-    rows and prints the analysis' wall time (the standard run's training not counted)."""
+    rows (`write`: a CSV unless the rows hold what a CSV cannot) and prints the analysis' wall time (the
+    standard run's training not counted)."""
     run_cfg = standard_run_config(cfg)
     run_dir = ensure_standard_run(run_cfg)
     started = time.perf_counter()
@@ -114,7 +120,8 @@ def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
     finally:
         trainer.close()
     table = pd.concat(parts, ignore_index=True)
-    write_rows(cfg, analysis, table, variant)
+    path = write(cfg, analysis, table, variant)
+    print(f"rlinfluence: wrote {path}; `rlinfluence task=figures` draws it")
     print(f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
           f"{len(rounds)} round(s)")
     return table

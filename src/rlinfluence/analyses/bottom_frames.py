@@ -1,0 +1,65 @@
+"""`task=bottom_frames` (paper Fig. 9, Pong): what the records of most negative influence look like.
+
+Round k of a standard-PPO run is replayed from its snapshot, the buffer θ_k collected is scored with the
+IIF target (f_return) at θ_k, and its `analysis.bottom_frames.bottom` records of lowest influence are
+written, the most negative first, with their observations (Pong: 4 stacked 84×84 uint8 frames). Unlike
+task=diagnose it needs no settable state, only the buffer, so it serves envs like Pong whose state a
+fresh env cannot be put into.
+
+The rows go to `<figures.data_dir>/analyses/bottom_frames/<env>-seed<k>.npz`, one array per column: a
+record's image does not fit a CSV row, and compressed frames keep the committed file small.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig
+
+from rlinfluence.analyses.standard_run import analyse_rounds, analysis_path, before_round, check_rounds
+from rlinfluence.config import ConfigError
+from rlinfluence.round import Trainer
+from rlinfluence.tasks import register
+
+OBS = "obs"  # the column of the records' observations, one array per row
+
+
+def bottom_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
+    cfg = trainer.cfg
+    before_round(trainer, run_dir, k)
+    buffer = trainer.collect()
+    scores = trainer.influence(buffer)
+    bottom = np.argsort(scores, kind="stable")[:cfg.analysis.bottom_frames.bottom]
+    return pd.DataFrame({"env": cfg.env.name, "seed": cfg.seed, "round": k, "n_records": len(buffer),
+                         "rank": len(buffer) - np.arange(len(bottom)),  # by decreasing influence, as diagnose's
+                         "record": bottom, "influence": scores[bottom],
+                         "action": buffer.actions[bottom].numpy().astype(np.int64),
+                         "advantage_gae": buffer.advantages[bottom].numpy(),
+                         OBS: list(buffer.obs[bottom].numpy())})
+
+
+def write_frames(cfg: DictConfig, analysis: str, rows: pd.DataFrame, variant: str = "") -> Path:
+    path = analysis_path(cfg, analysis, variant, ".npz")
+    # Through Python values: a text column (env) becomes a str array, which loads without pickle.
+    columns = {name: np.asarray(rows[name].to_list()) for name in rows.columns if name != OBS}
+    np.savez_compressed(path, **columns, **{OBS: np.stack(rows[OBS].to_list())})
+    return path
+
+
+def read_frames(path: Path) -> pd.DataFrame:
+    """The rows `write_frames` wrote, the observations again one array per row."""
+    with np.load(path) as data:
+        rows = pd.DataFrame({name: data[name] for name in data.files if name != OBS})
+        rows[OBS] = list(data[OBS])
+    return rows
+
+
+@register("bottom_frames")
+def bottom_frames(cfg: DictConfig) -> pd.DataFrame:
+    rounds = list(cfg.analysis.bottom_frames.rounds)
+    check_rounds(cfg, "analysis.bottom_frames.rounds", rounds)
+    if cfg.analysis.bottom_frames.bottom < 1:
+        raise ConfigError(f"analysis.bottom_frames.bottom={cfg.analysis.bottom_frames.bottom} must be >= 1")
+    return analyse_rounds(cfg, "bottom_frames", rounds, bottom_round, write=write_frames)
