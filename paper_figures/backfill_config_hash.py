@@ -1,4 +1,5 @@
-"""Give the committed tidy rows made before the tidy CSVs carried `config_hash` their run's fingerprint.
+"""Give the committed tidy rows made before the tidy CSVs carried `config_hash` their run's fingerprint, and
+the committed analyses made before analyses carried an identity theirs.
 
 The run dirs behind those rows are gone, but each row names what made it: the experiment overlay, env,
 method tag, protocol and seed; its evaluation is the committed runs' (`outputs.CPU_EVALUATION`,
@@ -9,6 +10,11 @@ equal; then it fills in the empty ones and checks that no other value of any row
 The language-model rows (data/lm/runs.csv) are not filled: their arms differ by `target`, which is in
 their hash, so their env's runs would no longer share one.
 
+Each committed analysis CSV (data/analyses/<analysis>/<env>-seed<k>[<variant>].csv) was made by the command
+its figure documents (reproduce_section4.sh, reproduce_beyond.sh): it gets that command's identity in the
+.json beside it (section4.documented_identities), after a check that its rows are that command's (its env,
+seed and rounds).
+
     python paper_figures/backfill_config_hash.py          # check, fill, write
     python paper_figures/backfill_config_hash.py --check  # check only: exit 1 if a hash is missing or differs
 """
@@ -16,6 +22,7 @@ their hash, so their env's runs would no longer share one.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -23,9 +30,12 @@ import pandas as pd
 from hydra import compose, initialize_config_dir
 
 from rlinfluence import rundir
-from rlinfluence.figures import runs
+from rlinfluence.analyses.standard_run import analysis_identity
+from rlinfluence.figures import catalogue, runs
+from rlinfluence.figures.gather import identity_path
+from rlinfluence.figures.section4 import documented_identities
 from rlinfluence.figures.outputs import CPU_EVALUATION
-from rlinfluence.figures.settings import register_settings
+from rlinfluence.figures.committed import Refresh
 from rlinfluence.paths import CONFIG_DIR
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -86,26 +96,48 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check; exit 1 if a hash is missing or differs")
     args = parser.parse_args()
-    settings: dict[str, dict] = {}
+    refresh = Refresh(DATA_DIR)
     missing = 0
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         for path in sorted(DATA_DIR.glob("*.csv")):
             before = runs.read_tidy_csv(path)
-            after, filled = backfill(path, settings)
+            after, filled = backfill(path, refresh.settings)
             others = [column for column in before.columns if column != "config_hash"]
             assert after[others].equals(before[others]), f"{path}: a value besides config_hash changed"
             print(f"{path.relative_to(DATA_DIR.parent)}: {filled} runs filled, "
                   f"{before.drop_duplicates(RUN_KEY)['config_hash'].notna().sum()} checked")
             missing += filled
-            if not args.check and filled:
-                write_unchanged_but_hash(path, before, after)
+            if filled:
+                refresh.files[path] = with_hashes(path, before, after)
+        for path, identity in documented_identities(DATA_DIR, catalogue.OUTPUTS).items():
+            check_analysis_rows(path, identity)
+            if not identity_path(path).exists():
+                refresh.files[identity_path(path)] = json.dumps(identity, indent=2, sort_keys=True).encode()
+                missing += 1
+    print(f"{missing} runs and analyses without a fingerprint")
     if not args.check:
-        register_settings(DATA_DIR, settings)
+        refresh.write()
     return 1 if args.check and missing else 0
 
 
-def write_unchanged_but_hash(path: Path, before: pd.DataFrame, after: pd.DataFrame) -> None:
-    """Rewrite only the config_hash field of each line, so that every other byte of the CSV stays as committed."""
+def check_analysis_rows(path: Path, identity: dict) -> None:
+    """The CSV's rows are those of the identity's command: its env, seed, and the rounds it analyses."""
+    overrides = [f"task={identity['analysis']}", f"env={identity['env']}", f"seed={identity['seed']}",
+                 *(f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in identity["non_default"].items()
+                   if key != "protocol")]
+    cfg = compose("config", overrides=overrides)
+    if analysis_identity(cfg, identity["analysis"], identity["variant"]) != identity:
+        raise SystemExit(f"{path}: {' '.join(overrides)} does not give back its identity")
+    rows = pd.read_csv(path)
+    rounds = list(cfg.analysis[identity["analysis"]].rounds) or list(range(1, cfg.env.rounds + 1))
+    found = (set(rows["env"]), set(rows["seed"]), sorted(set(rows["round"])))
+    if found != ({identity["env"]}, {identity["seed"]}, rounds):
+        raise SystemExit(f"{path}: rows of env/seed/rounds {found}, its command's are {identity['env']}/"
+                         f"{identity['seed']}/{rounds}")
+
+
+def with_hashes(path: Path, before: pd.DataFrame, after: pd.DataFrame) -> bytes:
+    """The CSV with only the config_hash field of each line rewritten: every other byte stays as committed."""
     lines = path.read_text().splitlines(keepends=True)
     column = before.columns.get_loc("config_hash")
     out = [lines[0]]
@@ -113,9 +145,7 @@ def write_unchanged_but_hash(path: Path, before: pd.DataFrame, after: pd.DataFra
         fields = line.rstrip("\n").split(",")
         fields[column] = digest
         out.append(",".join(fields) + "\n")
-    tmp = path.with_suffix(".csv.tmp")
-    tmp.write_text("".join(out))
-    tmp.replace(path)
+    return "".join(out).encode()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -16,7 +18,9 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
 from rlinfluence.paths import CONFIG_DIR  # noqa: E402
-from rlinfluence.figures.section4 import iif_p  # noqa: E402
+from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
+from rlinfluence.figures.gather import identity_path  # noqa: E402
+from rlinfluence.figures.section4 import documented_identities, iif_p  # noqa: E402
 
 # Small enough for a 2-round run in about a second, large enough for several minibatches.
 TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",
@@ -66,6 +70,14 @@ def write_analyses(data_dir) -> None:
                  **{f"obs_{d}": rng.normal() for d in range(obs_dim)}} for k in range(1, 13) for i in range(5)]
         (data_dir / "analyses" / "timeline").mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(data_dir / "analyses" / "timeline" / f"{env}-seed0.csv", index=False)
+    for path, identity in documented_identities(data_dir, OUTPUTS).items():  # as if made by the documented commands
+        identity_path(path).write_text(json.dumps(identity))
+
+
+def analysis_output(runs_root, analysis: str):
+    """The one output of `analysis` an analysis task wrote beside its standard run: (CSV path, identity)."""
+    [path] = Path(runs_root).rglob(f"analyses/{analysis}*.csv")
+    return path, json.loads(identity_path(path).read_text())
 
 
 def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.networks import ActorCritic
 from rlinfluence.paths import REPO_ROOT
 from rlinfluence.round import Trainer
+from conftest import analysis_output
 
 
 def test_roughness_of_a_path_graph_matches_the_formula_by_hand():
@@ -80,7 +81,9 @@ TIMELINE = ["env=acrobot", "task=timeline", "env.n_steps=128", "ppo.batch_size=6
 def test_timeline_on_a_tiny_acrobot_run_writes_its_csv_and_figure(tmp_path, tiny_config):
     cfg = tiny_config(*TIMELINE, f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}")
     rows = run_task(cfg)
-    written = pd.read_csv(tmp_path / "data" / "analyses" / "timeline" / "acrobot-seed0.csv")
+    path, identity = analysis_output(tmp_path / "runs", "timeline")
+    written = pd.read_csv(path)
+    assert identity["non_default"]["env.rounds"] == 6 and identity["env"] == "acrobot" and identity["seed"] == 0
     assert {"env", "seed", "round", "pi_target", "roughness", "n_positive", "n_records", "target_state",
             "target_action", "rank", "record", "influence", "action", "advantage_gae", "embedding_distance",
             *(f"obs_{d}" for d in range(6))} == set(written.columns)
