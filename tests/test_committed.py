@@ -112,7 +112,7 @@ def test_a_replace_naming_nothing_to_refresh_is_refused(probe_runs, data_copy, t
 
 # ----------------------------------------------------------------------------- analyses are runs too
 
-TIMELINE = ["task=timeline", "env=acrobot", "seed=0", "env.rounds=3", "env.n_steps=128", "ppo.batch_size=64",
+TIMELINE = ["task=timeline", "env=acrobot", "seed=0", "env.rounds=3", "env.n_steps=128",
             "eval.episodes=2", "analysis.timeline.top=5", "analysis.timeline.neighbours=5", "analysis.timeline.phases=1"]
 FIG10 = COMMITTED / "data" / "analyses" / "timeline" / "acrobot-seed0.csv"
 
@@ -136,7 +136,7 @@ def test_a_timeline_run_from_the_repo_root_leaves_the_committed_fig10_data_untou
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"rlinfluence: {output} would replace {FIG10}, made with analysis.timeline.neighbours=20, "
-                           f"this has analysis.timeline.neighbours=5 (7 setting(s) differ)")  # the 7 of TIMELINE
+                           f"this has analysis.timeline.neighbours=5 (6 setting(s) differ)")  # the 6 of TIMELINE
     assert line.endswith("figures.replace=[analyses/timeline/acrobot]")
     assert fingerprint(COMMITTED) == before
 
