@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The analyses behind paper_figures/data/analyses/ (paper Section 4), one process after another.
 # Each trains the standard-PPO run it looks into (with per-round snapshots) when it is missing; a rerun
-# reuses finished runs and rewrites the analysis' CSVs. Evaluation episodes as in reproduce_cpu.sh.
+# reuses finished runs and rewrites the analysis' CSVs, which live with their run (<run dir>/analyses/).
+# Then `rlinfluence task=figures figures.runs_root=runs` gathers them into data/analyses/.
+# Evaluation episodes as in reproduce_cpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS_ROOT=${RUNS_ROOT:-runs}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -13,12 +15,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
 import rlinfluence.config  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
-from rlinfluence.analyses.bottom_frames import write_frames  # noqa: E402
 from rlinfluence.paths import CONFIG_DIR  # noqa: E402
-from rlinfluence.figures.section4 import FRAMES_ROUND, iif_p  # noqa: E402
+from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
+from rlinfluence.figures.gather import identity_path  # noqa: E402
+from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
+from rlinfluence.figures.section4 import FRAMES_ROUND, documented_identities, iif_p  # noqa: E402
 
 # Small enough for a 2-round run in about a second, large enough for several minibatches.
 TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",
@@ -73,8 +76,16 @@ def write_analyses(data_dir) -> None:
                          "rank": 1024 - np.arange(10), "record": np.arange(10), "influence": np.arange(-10.0, 0.0),
                          "action": np.arange(10) % 6, "advantage_gae": rng.normal(size=10),
                          "obs": list(rng.integers(0, 256, (10, 4, 84, 84), dtype=np.uint8))})
-    write_frames(OmegaConf.create({"figures": {"data_dir": str(data_dir)}, "env": {"name": "pong"}, "seed": 0}),
-                 "bottom_frames", rows)
+    (data_dir / "analyses" / "bottom_frames").mkdir(parents=True, exist_ok=True)
+    (data_dir / "analyses" / "bottom_frames" / "pong-seed0.npz").write_bytes(frames_bytes(rows))
+    for path, identity in documented_identities(data_dir, OUTPUTS).items():  # as if made by the documented commands
+        identity_path(path).write_text(json.dumps(identity))
+
+
+def analysis_output(runs_root, analysis: str, suffix: str = ".csv"):
+    """The one output of `analysis` an analysis task wrote beside its standard run: (its path, identity)."""
+    [path] = Path(runs_root).rglob(f"analyses/{analysis}*{suffix}")
+    return path, json.loads(identity_path(path).read_text())
 
 
 def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import torch
 
 from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
+from rlinfluence.analyses.standard_run import standard_run_config
 from rlinfluence.cli import run_task
 from rlinfluence.config import ConfigError
 from rlinfluence.envs import make_env
@@ -20,9 +21,10 @@ from rlinfluence.figures import regenerate
 from rlinfluence.figures.counterfactual import removal_correlations
 from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4, AnalysisData, iif_p
 from rlinfluence.round import Trainer
+from rlinfluence.rundir import run_dir
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
-from conftest import write_analyses
+from conftest import analysis_output, write_analyses
 
 ANALYSIS = ["logger=disabled", "progress=false", "env=frozenlake", "env.n_steps=64", "ppo.batch_size=32",
             "env.rounds=3", "eval.episodes=4", "eval.n_parallel=2"]
@@ -72,7 +74,11 @@ def test_intervention_all_records_arm_reproduces_the_run(tmp_path, tiny_config):
     dropped = table.pivot(index="round", columns="arm", values="n_dropped")
     assert (dropped["influence"] == table[table["arm"] == "all"].set_index("round")["n_negative"]).all()
     assert (dropped["random"] == dropped["influence"]).all() and (dropped["all"] == 0).all()
-    assert (tmp_path / "data" / "analyses" / "intervene" / "frozenlake-seed0.csv").exists()
+    path, identity = analysis_output(tmp_path / "runs", "intervene")
+    assert path.parent.parent == run_dir(standard_run_config(cfg)) and path.name == f"intervene-{identity['config_hash']}.csv"
+    written = pd.read_csv(path)
+    assert list(written.columns) == list(table.columns) and len(written) == len(table)
+    assert not (tmp_path / "data").exists()  # nothing in figures.data_dir: the refresh gathers it from the run
 
 
 def test_intervention_at_iif_p_drops_that_share_of_the_negatives_into_its_own_file(tmp_path, tiny_config):
@@ -84,8 +90,9 @@ def test_intervention_at_iif_p_drops_that_share_of_the_negatives_into_its_own_fi
     negative = table[table["arm"] == "all"].set_index("round")["n_negative"]
     assert (negative > 1).all() and (dropped["influence"] == negative // 2).all()
     assert (dropped["random"] == dropped["influence"]).all()
-    written = sorted(p.name for p in (tmp_path / "data" / "analyses" / "intervene").iterdir())
-    assert written == ["frozenlake-seed0-p50.csv"]  # the paper's all-negatives rows would be frozenlake-seed0.csv
+    path, identity = analysis_output(tmp_path / "runs", "intervene")
+    assert identity["variant"] == "-p50" and identity["non_default"]["analysis.intervene.p"] == 50
+    assert path.name == f"intervene-p50-{identity['config_hash']}.csv"  # the paper's all-negatives rows: intervene-<hash>
 
 
 def test_an_intervention_p_out_of_range_is_refused_before_anything_is_written(tmp_path, tiny_config):
@@ -188,7 +195,8 @@ def test_counterfactual_empty_group_reproduces_the_run_bit_for_bit(tmp_path, tin
     assert table.loc[table["kind"] == "iif", "n_removed"].iloc[0] == int(np.floor(n_negative * cfg.env.p / 100))
     # Dropping negative-influence records is predicted to raise f_return.
     assert table.loc[table["kind"].isin(["iif", "all_negative"]), "predicted_plain"].gt(0).all()
-    assert (tmp_path / "data" / "analyses" / "counterfactual" / "frozenlake-seed0.csv").exists()
+    path, identity = analysis_output(tmp_path / "runs", "counterfactual")
+    assert identity["non_default"]["analysis.counterfactual.groups"] == 3 and not (tmp_path / "data").exists()
 
 
 def test_counterfactual_refuses_a_group_size_outside_the_buffer(tmp_path, tiny_config):

@@ -13,6 +13,7 @@ from rlinfluence.cli import run_task
 from rlinfluence.figures.render import FIGURE_SUFFIXES, save_figure
 from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4
 from rlinfluence.paths import REPO_ROOT
+from conftest import analysis_output
 
 FIG9 = next(output for output in SECTION4 if output.name == "fig9_bottom_frames_pong")
 
@@ -22,7 +23,9 @@ def test_bottom_frames_are_the_rounds_most_negative_records_with_their_observati
               f"figures.data_dir={tmp_path / 'data'}")
     run_task(tiny_config(*common, "task=bottom_frames", "analysis.bottom_frames.rounds=[1,3]",
                          "analysis.bottom_frames.bottom=5"))
-    rows = read_frames(tmp_path / "data" / "analyses" / "bottom_frames" / "frozenlake-seed0.npz")
+    path, identity = analysis_output(tmp_path / "runs", "bottom_frames", ".npz")
+    rows = read_frames(path)
+    assert identity["env"] == "frozenlake" and identity["seed"] == 0
     # diagnose replays the same rounds of the same standard run and keeps every record's influence.
     every = run_task(tiny_config(*common, "task=diagnose", "analysis.diagnose.rounds=[1,3]",
                                  "analysis.diagnose.rollouts=2"))
@@ -60,7 +63,7 @@ def test_bottom_frames_on_pong_writes_stacked_uint8_frames(tmp_path, tiny_config
                                  "eval.episodes=1", "eval.n_parallel=1", "task=bottom_frames",
                                  "analysis.bottom_frames.rounds=[1]", "analysis.bottom_frames.bottom=3",
                                  f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}"))
-    rows = read_frames(tmp_path / "data" / "analyses" / "bottom_frames" / "pong-seed0.npz")
+    rows = read_frames(analysis_output(tmp_path / "runs", "bottom_frames", ".npz")[0])
     assert list(rows["rank"]) == [128, 127, 126] and rows["influence"].is_monotonic_increasing
     np.testing.assert_array_equal(rows["influence"], table["influence"])
     frames = np.stack(rows["obs"].to_list())

@@ -15,7 +15,8 @@ from rlinfluence.figures import catalogue
 from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds
 from conftest import write_analyses, write_authors_runs, write_lm_runs
 from rlinfluence.figures.render import latex_table
-from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, refresh_tidy_csvs, scan_runs
+from rlinfluence.figures.regenerate import refresh_from_runs
+from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, scan_runs
 
 # Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
 # standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,
@@ -346,21 +347,22 @@ def test_unfinished_runs_are_skipped_and_listed(tmp_path):
 def test_refreshing_replaces_runs_on_disk_and_keeps_the_others(tmp_path):
     write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=0)
     write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=1)
-    refresh_tidy_csvs(tmp_path / "old", tmp_path / "data", {"main"})
+    refresh_from_runs(tmp_path / "old", tmp_path / "data", set()).write()
     # Seed 0 is rerun with different results; seed 1's run directory is not on this machine.
     write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, curve=[0, 9, 9, 9, 9])
-    refresh_tidy_csvs(tmp_path / "new", tmp_path / "data", {"main"})
+    refresh_from_runs(tmp_path / "new", tmp_path / "data", set()).write()
     tidy = load_tidy(tmp_path / "data")
     assert tidy.groupby("seed")["test_return"].max().to_dict() == {0: 9.0, 1: 14.0}
 
 
 def test_a_run_made_with_other_settings_never_replaces_the_committed_one(tmp_path):
     write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
-    refresh_tidy_csvs(tmp_path / "old", tmp_path / "data", {"main"})
+    refresh_from_runs(tmp_path / "old", tmp_path / "data", set()).write()
     committed = (tmp_path / "data" / "main.csv").read_bytes()
     write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, config_hash="bbbbbb", curve=[0, 9, 9, 9, 9])
-    with pytest.raises(RunDirError, match="main/acrobot/ppo/clean/0 has config_hash bbbbbb but the run committed"):
-        refresh_tidy_csvs(tmp_path / "new", tmp_path / "data", {"main"})
+    with pytest.raises(RunDirError, match="would replace main/acrobot/ppo/clean/0 of .*main.csv, made with config_hash "
+                                          "aaaaaa, this has config_hash bbbbbb"):
+        refresh_from_runs(tmp_path / "new", tmp_path / "data", set()).write()
     assert (tmp_path / "data" / "main.csv").read_bytes() == committed
 
 
@@ -371,11 +373,11 @@ def test_the_runs_of_one_env_must_share_their_settings(tmp_path):
     write_run(tmp_path / "runs", "main", "acrobot", "iif-p50", seed=1)
     write_run(tmp_path / "runs", "main", "lunarlander", "ppo", seed=0, config_hash="cccccc")  # another env may differ
     with pytest.raises(RunDirError, match=r"main/acrobot were made with different settings .*iif-p50 seed 1"):
-        refresh_tidy_csvs(tmp_path / "runs", tmp_path / "data", {"main"})
+        refresh_from_runs(tmp_path / "runs", tmp_path / "data", set()).write()
     assert not (tmp_path / "data" / "main.csv").exists()
     # Committed CSVs that mix settings (edited by hand, merged from two branches) are refused as well.
     write_run(tmp_path / "good", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
-    refresh_tidy_csvs(tmp_path / "good", tmp_path / "data", {"main"})
+    refresh_from_runs(tmp_path / "good", tmp_path / "data", set()).write()
     mixed = pd.read_csv(tmp_path / "data" / "main.csv")
     mixed.assign(seed=1, config_hash="default").pipe(lambda rows: pd.concat([mixed, rows])).to_csv(
         tmp_path / "data" / "main.csv", index=False)
@@ -385,7 +387,7 @@ def test_the_runs_of_one_env_must_share_their_settings(tmp_path):
 
 def test_committed_rows_without_a_config_hash_are_not_known_to_differ(tmp_path):
     write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
-    refresh_tidy_csvs(tmp_path / "runs", tmp_path / "data", {"main"})
+    refresh_from_runs(tmp_path / "runs", tmp_path / "data", set()).write()
     committed = pd.read_csv(tmp_path / "data" / "main.csv")
     committed.assign(seed=1, config_hash=float("nan")).pipe(lambda rows: pd.concat([committed, rows])).to_csv(
         tmp_path / "data" / "main.csv", index=False)

@@ -11,7 +11,8 @@ import pytest
 from conftest import lm_rows
 from rlinfluence.checkpoint import RunDirError
 from rlinfluence.figures import regenerate
-from rlinfluence.figures.rlhf import LM_CSV, RUN_COLUMNS, RUN_KEY, refresh_lm_csv
+from rlinfluence.figures.regenerate import refresh_from_runs
+from rlinfluence.figures.rlhf import LM_CSV, RUN_COLUMNS, RUN_KEY
 from rlinfluence.rundir import DONE, IDENTITY
 
 
@@ -50,7 +51,7 @@ def write_lm_run_dirs(runs_root, rows: pd.DataFrame, config_hash: str | None = N
 def test_finished_lm_runs_enter_their_own_csv_and_not_the_control_tables(tmp_path):
     rows = lm_rows("rlhf", "toxicity", "gpt_neo_2p7b", rounds=2)
     write_lm_run_dirs(tmp_path / "runs", rows)
-    path = refresh_lm_csv(tmp_path / "runs", tmp_path / "data")
+    [path] = refresh_from_runs(tmp_path / "runs", tmp_path / "data", set()).write()
     stored = pd.read_csv(path)
     assert len(stored) == len(rows) and set(stored["target"]) == {"seq", "return"}
     results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out", tmp_path / "runs")}
@@ -61,9 +62,9 @@ def test_finished_lm_runs_enter_their_own_csv_and_not_the_control_tables(tmp_pat
 def test_an_lm_run_made_with_other_settings_never_replaces_the_committed_one(tmp_path):
     rows = lm_rows("rlhf_tiny", "toxicity_tiny", "tiny", rounds=1)
     write_lm_run_dirs(tmp_path / "old", rows, config_hash="aaaaaa")
-    path = refresh_lm_csv(tmp_path / "old", tmp_path / "data")
+    [path] = refresh_from_runs(tmp_path / "old", tmp_path / "data", set()).write()
     committed = path.read_bytes()
     write_lm_run_dirs(tmp_path / "new", rows[rows["seed"] == 0], config_hash="bbbbbb")
-    with pytest.raises(RunDirError, match="has config_hash bbbbbb but the run committed"):
-        refresh_lm_csv(tmp_path / "new", tmp_path / "data")
+    with pytest.raises(RunDirError, match="would replace .* made with config_hash aaaaaa, this has config_hash bbbbbb"):
+        refresh_from_runs(tmp_path / "new", tmp_path / "data", set())
     assert path.read_bytes() == committed

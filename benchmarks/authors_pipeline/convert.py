@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlinfluence.checkpoint import write_bytes, write_json
+from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.runs import CSV_FLOAT_FORMAT, TIDY_COLUMNS
 from rlinfluence.paths import REPO_ROOT
 
@@ -106,10 +108,13 @@ def iif_run(results: Path, env: str, seed: int, round_zero: dict) -> list[dict] 
     return rows
 
 
+def settings(env: str, test_episodes: int) -> dict:
+    return {"release": RELEASE, "env_id": ENVS[env]["env_id"], "scripts": ENVS[env]["scripts"],
+            "p": P, "optimizer": "sgd", "test_episodes": test_episodes}
+
+
 def settings_hash(env: str, test_episodes: int) -> str:
-    settings = {"release": RELEASE, "env_id": ENVS[env]["env_id"], "scripts": ENVS[env]["scripts"],
-                "p": P, "optimizer": "sgd", "test_episodes": test_episodes}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:6]
+    return hashlib.sha256(json.dumps(settings(env, test_episodes), sort_keys=True).encode()).hexdigest()[:6]
 
 
 def tidy(rows: list[dict], env: str, seed: int, method: str) -> pd.DataFrame:
@@ -161,9 +166,12 @@ def main() -> None:
     args = parser.parse_args()
     fresh = convert(args.work.expanduser().resolve())
     rows = merge(fresh, args.out)
-    tmp = args.out.with_suffix(".csv.tmp")
-    rows.to_csv(tmp, index=False, float_format=CSV_FLOAT_FORMAT)
-    tmp.replace(args.out)
+    # Every committed hash names its settings in settings.json (figures/committed.py), the authors' too.
+    known = load_settings(args.out.parent)
+    for run in rows.drop_duplicates(["env", "test_episodes"]).itertuples():
+        known[run.config_hash] = settings(run.env, int(run.test_episodes))
+    write_json(args.out.parent / SETTINGS, dict(sorted(known.items())))
+    write_bytes(args.out, rows.to_csv(index=False, float_format=CSV_FLOAT_FORMAT).encode())
     runs = fresh.drop_duplicates(RUN_KEY)
     print(f"convert: {len(runs)} finished runs from {args.work} "
           f"({', '.join(f'{r.env} {r.method} seed {r.seed}' for r in runs.itertuples())}); "

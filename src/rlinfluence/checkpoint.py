@@ -81,5 +81,9 @@ def _load_state(path: Path) -> dict[str, Any] | None:
     return state
 
 
+def write_bytes(path: Path, content: bytes) -> None:
+    _atomic_write(path, lambda handle: handle.write(content))
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     _atomic_write(path, lambda handle: handle.write(json.dumps(data, indent=2, sort_keys=True).encode()))

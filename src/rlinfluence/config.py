@@ -217,6 +217,8 @@ class FiguresConfig:
     data_dir: str = "paper_figures/data"
     out_dir: str = "paper_figures"
     runs_root: Optional[str] = None  # refresh data_dir from these run dirs first
+    # `<experiment>/<env>` groups whose committed runs a refresh may replace by runs made with other settings
+    replace: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -63,8 +63,8 @@ def protocol_tag(cfg: DictConfig) -> str:
 def run_leaf(cfg: DictConfig) -> str:
     """The run's folder name above seed<k>: the method's tag, the protocol's unless it is clean, and the
     hash of the other non-default settings when there are any."""
-    protocol, digest = protocol_tag(cfg), config_hash(cfg)
-    return "-".join([method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else []) + ([digest] if digest else []))
+    protocol, changed = protocol_tag(cfg), config_hash(cfg)
+    return "-".join([method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else []) + ([changed] if changed else []))
 
 
 def relative_run_dir(cfg: DictConfig) -> Path:
@@ -110,11 +110,11 @@ def _under(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(key == prefix or key.startswith(prefix + ".") for prefix in prefixes)
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(tree, dict):
         return {prefix: tree}
     return {flat_key: value for key, subtree in tree.items()
-            for flat_key, value in _flatten(subtree, f"{prefix}.{key}" if prefix else str(key)).items()}
+            for flat_key, value in flatten(subtree, f"{prefix}.{key}" if prefix else str(key)).items()}
 
 
 def result_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -122,26 +122,40 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     # Node by node, so that the `hydra` node of a full config is never resolved.
     tree = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
             for key in cfg if key not in NOT_RESULT_AFFECTING}
-    settings = _flatten(tree)
+    settings = flatten(tree)
     return {key: settings[key] for key in sorted(settings) if not _under(key, COMPARED_ELSEWHERE)}
 
 
-_defaults_cache: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+def compose_config(overrides: list[str]) -> DictConfig:
+    """The config `rlinfluence <overrides>` runs with, composed from the search path of the app, test or
+    manifest that is composing, or from the repo's conf/ when none is."""
+    if not GlobalHydra.instance().is_initialized():
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            return compose("config", overrides=overrides)
+    return compose("config", overrides=overrides)
+
+
+_defaults_cache: dict[tuple[str, tuple[str, ...]], tuple[DictConfig, dict[str, Any]]] = {}
+
+
+def _defaults(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
+    hydra = GlobalHydra.instance()
+    groups = (f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}")
+    search_path = str(hydra.hydra.config_loader.get_search_path()) if hydra.is_initialized() else CONFIG_DIR
+    if (search_path, groups) not in _defaults_cache:  # a sweep composes each env/optimizer pair once
+        default = compose_config(list(groups))
+        _defaults_cache[search_path, groups] = default, result_settings(default)
+    return _defaults_cache[search_path, groups]
+
+
+def default_config(cfg: DictConfig) -> DictConfig:
+    """The config composed from the run's env and optimizer alone (no key=value override)."""
+    return _defaults(cfg)[0]
 
 
 def default_settings(cfg: DictConfig) -> dict[str, Any]:
-    """The result settings of the config composed from the run's env and optimizer alone (no key=value
-    override): what the hash is taken relative to. Composed from the search path of the app, test or
-    manifest that is composing, or from the repo's conf/ when none is."""
-    hydra = GlobalHydra.instance()
-    if not hydra.is_initialized():
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            return default_settings(cfg)
-    groups = (f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}")
-    key = (str(hydra.hydra.config_loader.get_search_path()), groups)
-    if key not in _defaults_cache:  # a sweep composes each env/optimizer pair once
-        _defaults_cache[key] = result_settings(compose("config", overrides=list(groups)))
-    return _defaults_cache[key]
+    """The result settings of `default_config`: what the hash is taken relative to."""
+    return _defaults(cfg)[1]
 
 
 def non_default_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -151,7 +165,7 @@ def non_default_settings(cfg: DictConfig) -> dict[str, Any]:
     return {key: settings.get(key, UNSET) for key in keys if settings.get(key, UNSET) != defaults.get(key, UNSET)}
 
 
-def _digest(changed: dict[str, Any]) -> str | None:
+def digest(changed: dict[str, Any]) -> str | None:
     """6 hex digits of sha256 over the canonical JSON of the changed settings; None when there are none."""
     if not changed:
         return None
@@ -159,7 +173,7 @@ def _digest(changed: dict[str, Any]) -> str | None:
 
 
 def config_hash(cfg: DictConfig) -> str | None:
-    return _digest(non_default_settings(cfg))
+    return digest(non_default_settings(cfg))
 
 
 # ----------------------------------------------------------------------------- identity.json
@@ -167,7 +181,7 @@ def config_hash(cfg: DictConfig) -> str | None:
 
 def identity(cfg: DictConfig) -> dict[str, Any]:
     changed = non_default_settings(cfg)
-    return {"config_hash": _digest(changed), "non_default": changed, "settings": result_settings(cfg)}
+    return {"config_hash": digest(changed), "non_default": changed, "settings": result_settings(cfg)}
 
 
 def write_identity(path: Path, cfg: DictConfig) -> None:

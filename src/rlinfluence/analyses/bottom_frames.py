@@ -6,19 +6,20 @@ written, the most negative first, with their observations (Pong: 4 stacked 84×8
 task=diagnose it needs no settable state, only the buffer, so it serves envs like Pong whose state a
 fresh env cannot be put into.
 
-The rows go to `<figures.data_dir>/analyses/bottom_frames/<env>-seed<k>.npz`, one array per column: a
-record's image does not fit a CSV row, and compressed frames keep the committed file small.
+The rows go beside the run, as every analysis' (standard_run.write_rows), in an NPZ, one array per column:
+a record's image does not fit a CSV row, and compressed frames keep the committed file small.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from rlinfluence.analyses.standard_run import analyse_rounds, analysis_path, before_round, check_rounds
+from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
 from rlinfluence.config import ConfigError
 from rlinfluence.round import Trainer
 from rlinfluence.tasks import register
@@ -40,16 +41,17 @@ def bottom_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
                          OBS: list(buffer.obs[bottom].numpy())})
 
 
-def write_frames(cfg: DictConfig, analysis: str, rows: pd.DataFrame, variant: str = "") -> Path:
-    path = analysis_path(cfg, analysis, variant, ".npz")
+def frames_bytes(rows: pd.DataFrame) -> bytes:
+    """The rows as a compressed NPZ, one array per column."""
     # Through Python values: a text column (env) becomes a str array, which loads without pickle.
     columns = {name: np.asarray(rows[name].to_list()) for name in rows.columns if name != OBS}
-    np.savez_compressed(path, **columns, **{OBS: np.stack(rows[OBS].to_list())})
-    return path
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **columns, **{OBS: np.stack(rows[OBS].to_list())})
+    return buffer.getvalue()
 
 
 def read_frames(path: Path) -> pd.DataFrame:
-    """The rows `write_frames` wrote, the observations again one array per row."""
+    """The rows `frames_bytes` wrote, the observations again one array per row."""
     with np.load(path) as data:
         rows = pd.DataFrame({name: data[name] for name in data.files if name != OBS})
         rows[OBS] = list(data[OBS])
@@ -62,4 +64,4 @@ def bottom_frames(cfg: DictConfig) -> pd.DataFrame:
     check_rounds(cfg, "analysis.bottom_frames.rounds", rounds)
     if cfg.analysis.bottom_frames.bottom < 1:
         raise ConfigError(f"analysis.bottom_frames.bottom={cfg.analysis.bottom_frames.bottom} must be >= 1")
-    return analyse_rounds(cfg, "bottom_frames", rounds, bottom_round, write=write_frames)
+    return analyse_rounds(cfg, "bottom_frames", rounds, bottom_round, encode=frames_bytes, suffix=".npz")

@@ -11,15 +11,15 @@ from __future__ import annotations
 import copy
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from rlinfluence import rundir
-from rlinfluence.checkpoint import load_snapshot
+from rlinfluence.checkpoint import load_snapshot, write_bytes, write_json
 from rlinfluence.config import ConfigError
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
@@ -89,26 +89,51 @@ def matches_run(trainer: Trainer, run_dir: Path, k: int) -> bool:
     return all(torch.equal(value, snapshot[name]) for name, value in trainer.model.state_dict().items())
 
 
-def analysis_path(cfg: DictConfig, analysis: str, variant: str = "", suffix: str = ".csv") -> Path:
-    """One file per (env, seed, variant): jobs of a sweep never write the same file, and a variant of an
-    analysis (e.g. `-p12.5`) never replaces the default's rows."""
-    path = Path(cfg.figures.data_dir) / "analyses" / analysis / f"{cfg.env.name}-seed{cfg.seed}{variant}{suffix}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+ANALYSES = "analyses"  # the folder of a run dir that holds the analyses made of the run
 
 
-def write_rows(cfg: DictConfig, analysis: str, rows: pd.DataFrame, variant: str = "") -> Path:
-    path = analysis_path(cfg, analysis, variant)
-    rows.to_csv(path, index=False, float_format="%.8g")
+def analysis_identity(cfg: DictConfig, analysis: str, variant: str = "") -> dict[str, Any]:
+    """What an analysis output is: its standard run (dir, protocol, non-default settings) and its own
+    `analysis.<name>.*` settings that differ from their defaults; `config_hash` is taken of both. The seed
+    is the file's (and the run dir's), so one figure's seeds share a hash."""
+    run_cfg = standard_run_config(cfg)
+    own = rundir.flatten({f"analysis.{analysis}": OmegaConf.to_container(cfg.analysis[analysis], resolve=True)})
+    defaults = rundir.flatten({f"analysis.{analysis}": OmegaConf.to_container(
+        rundir.default_config(run_cfg).analysis[analysis], resolve=True)})
+    settings = {"protocol": rundir.protocol_tag(run_cfg), **rundir.non_default_settings(run_cfg),
+                **{key: value for key, value in own.items() if value != defaults.get(key, rundir.UNSET)}}
+    return {"analysis": analysis, "variant": variant, "env": cfg.env.name, "optimizer": cfg.optimizer.name,
+            "seed": cfg.seed, "run": str(rundir.relative_run_dir(run_cfg).parent), "config_hash": rundir.digest(settings),
+            "non_default": settings}
+
+
+def csv_bytes(rows: pd.DataFrame) -> bytes:
+    return rows.to_csv(index=False, float_format="%.8g").encode()
+
+
+def write_rows(cfg: DictConfig, run_dir: Path, analysis: str, rows: pd.DataFrame, variant: str = "",
+               encode: Callable[[pd.DataFrame], bytes] = csv_bytes, suffix: str = ".csv") -> Path:
+    """The rows beside the run they analyse, `<run dir>/analyses/<analysis><variant>-<hash><suffix>` (a CSV
+    unless the rows hold what a CSV cannot), with their identity in the .json of the same name (written
+    last: a file without one is not a finished output). `task=figures figures.runs_root=...` gathers them
+    into paper_figures/data/analyses/ (figures/gather.py)."""
+    identity = analysis_identity(cfg, analysis, variant)
+    stem = run_dir / ANALYSES / f"{analysis}{variant}-{identity['config_hash']}"
+    stem.parent.mkdir(exist_ok=True)
+    path = stem.parent / f"{stem.name}{suffix}"
+    write_bytes(path, encode(rows))
+    write_json(stem.parent / f"{stem.name}.json", identity)
+    print(f"rlinfluence: wrote {path}; `rlinfluence task=figures figures.runs_root={cfg.runs_root}` gathers it "
+          f"into paper_figures/data/analyses/{analysis}/")
     return path
 
 
 def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
                    analyse_round: Callable[[Trainer, Path, int], pd.DataFrame], variant: str = "",
-                   write: Callable[[DictConfig, str, pd.DataFrame, str], Path] = write_rows) -> pd.DataFrame:
+                   encode: Callable[[pd.DataFrame], bytes] = csv_bytes, suffix: str = ".csv") -> pd.DataFrame:
     """Train the standard run if needed, then `analyse_round` each round from its snapshots; writes the
-    rows (`write`: a CSV unless the rows hold what a CSV cannot) and prints the analysis' wall time (the
-    standard run's training not counted)."""
+    rows (write_rows: `encode`d to `suffix`, a CSV unless they hold what a CSV cannot) and prints the
+    analysis' wall time (the standard run's training not counted)."""
     run_cfg = standard_run_config(cfg)
     run_dir = ensure_standard_run(run_cfg)
     started = time.perf_counter()
@@ -120,8 +145,7 @@ def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
     finally:
         trainer.close()
     table = pd.concat(parts, ignore_index=True)
-    path = write(cfg, analysis, table, variant)
-    print(f"rlinfluence: wrote {path}; `rlinfluence task=figures` draws it")
+    write_rows(cfg, run_dir, analysis, table, variant, encode, suffix)
     print(f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
           f"{len(rounds)} round(s)")
     return table

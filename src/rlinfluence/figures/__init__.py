@@ -10,21 +10,23 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from rlinfluence.config import ConfigError
-from rlinfluence.figures.regenerate import MADE, MISSING, PARTIAL, main_from_config, regenerate
+from rlinfluence.figures.regenerate import MADE, MISSING, PARTIAL, in_repo, main_from_config, regenerate
 from rlinfluence.figures.runs import tidy_from_runs
+from rlinfluence.paths import REPO_ROOT
 from rlinfluence.validation import check_writable
 from rlinfluence.tasks import register
 
 
 def check_figures(cfg: DictConfig) -> None:
-    """The figures' inputs exist (a missing one would only list every output as missing)."""
-    for key in ("figures.data_dir", "figures.runs_root"):
-        path = cfg.figures[key.split(".")[1]]
-        if path is not None and not Path(path).is_dir():
-            raise ConfigError(f"{key}={path} is not a directory (relative paths start at {Path.cwd()})")
-    check_writable("figures.out_dir", cfg.figures.out_dir)
+    """The figures' inputs exist (a missing one would only list every output as missing). Data and output
+    dirs are the repo's when relative (regenerate.in_repo), the runs root the working directory's."""
+    for key, given, start in (("figures.data_dir", cfg.figures.data_dir, REPO_ROOT),
+                              ("figures.runs_root", cfg.figures.runs_root, Path.cwd())):
+        if given is not None and not (start / given).is_dir():  # an absolute `given` ignores `start`
+            raise ConfigError(f"{key}={given} is not a directory (relative paths start at {start})")
+    check_writable("figures.out_dir", in_repo(cfg.figures.out_dir))
     if cfg.figures.runs_root is not None:  # the refresh rewrites the tidy CSVs
-        check_writable("figures.data_dir", cfg.figures.data_dir)
+        check_writable("figures.data_dir", in_repo(cfg.figures.data_dir))
 
 
 @register("figures", check=check_figures)

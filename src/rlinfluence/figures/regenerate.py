@@ -9,12 +9,17 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from rlinfluence.config import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
+from rlinfluence.figures.committed import REPLACE_KEY, Refresh
+from rlinfluence.figures.gather import analysis_writes, fresh_analyses, group
 from rlinfluence.figures.outputs import Output
-from rlinfluence.figures.rlhf import refresh_lm_csv
+from rlinfluence.figures.rlhf import COMPARED as LM_COMPARED
+from rlinfluence.figures.rlhf import fresh_lm_runs, lm_csv_writes
 from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
 from rlinfluence.figures.section4 import DATA_DIR
-from rlinfluence.figures.runs import load_tidy, refresh_tidy_csvs, scan_runs
+from rlinfluence.figures.runs import COMPARED, fresh_runs, group_names, load_tidy, scan_runs, tidy_csv_writes
+from rlinfluence.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +103,39 @@ def _progress_report(tidy: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def regenerate(data_dir: str | Path, out_dir: str | Path,
-               runs_root: str | Path | None = None) -> list[tuple[str, str, str]]:
+def refresh_from_runs(runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
+    """Everything a refresh from `runs_root` writes into `data_dir` (tidy rows of control and language-model
+    runs, analyses), every check passed; nothing written yet.
+    A `replace` group that no fresh result falls in is refused: it would replace nothing."""
+    control = fresh_runs(runs_root, {e for output in OUTPUTS for e in output.runs.experiments})
+    lm, analyses = fresh_lm_runs(runs_root), fresh_analyses(runs_root)
+    groups = group_names(control, COMPARED) | group_names(lm, LM_COMPARED) | {group(a) for a in analyses.values()}
+    unused = sorted(replace - groups)
+    if unused:
+        raise ConfigError(f"{REPLACE_KEY}={unused[0]} names nothing {runs_root} would refresh (there: "
+                          f"{', '.join(sorted(groups)) or 'no finished run'})")
+    refresh = tidy_csv_writes(control, runs_root, data_dir, replace)
+    refresh.merge(lm_csv_writes(lm, runs_root, data_dir, replace))
+    refresh.merge(analysis_writes(analyses, data_dir, replace))
+    return refresh
+
+
+def regenerate(data_dir: str | Path, out_dir: str | Path, runs_root: str | Path | None = None,
+               replace: set[str] = frozenset()) -> list[tuple[str, str, str]]:
     """Draw every output whose runs are all in `data_dir`'s tidy CSVs into `out_dir`.
 
-    With `runs_root`, the tidy CSVs are first refreshed from the finished runs found there.
+    With `runs_root`, the tidy CSVs are first refreshed from the finished runs found there (`refresh_from_runs`;
+    committed runs made with other settings are replaced only in the groups named in `replace`).
     Writes `out_dir/MISSING.md` (what could not be made, and the command that makes its runs),
     `out_dir/INDEX.md` (captions) and `out_dir/PROGRESS.md` (finished runs against needed ones). Returns (output name, "made" | "missing", files or reason).
     """
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     unfinished = []
+    if replace and runs_root is None:
+        raise ConfigError(f"{REPLACE_KEY}={sorted(replace)[0]} replaces committed results by those of "
+                          f"figures.runs_root, which is not set")
     if runs_root is not None:
-        refresh_tidy_csvs(runs_root, data_dir, {e for output in OUTPUTS for e in output.runs.experiments})
-        refresh_lm_csv(runs_root, data_dir)
+        refresh_from_runs(runs_root, data_dir, set(replace)).write()
         unfinished = [d.relative_to(runs_root).as_posix() for d in scan_runs(runs_root).unfinished]
     tidy = load_tidy(data_dir)
     tidy.attrs[DATA_DIR] = data_dir  # where Section 4's outputs find their analyses' CSVs
@@ -137,9 +162,17 @@ def regenerate(data_dir: str | Path, out_dir: str | Path,
     return results
 
 
+def in_repo(path: str | Path) -> Path:
+    """A relative figures path is the repo's (paths.REPO_ROOT), wherever the command runs."""
+    return REPO_ROOT / path if not Path(path).is_absolute() else Path(path)
+
+
 def main_from_config(cfg) -> list[tuple[str, str, str]]:
-    """Entry point of `task=figures`: reads figures.data_dir, figures.out_dir, figures.runs_root."""
-    results = regenerate(cfg.figures.data_dir, cfg.figures.out_dir, cfg.figures.runs_root)
+    """Entry point of `task=figures`: reads figures.data_dir, figures.out_dir (both relative to the repo),
+    figures.runs_root (relative to the working directory, as the runs' runs_root) and figures.replace."""
+    figures = cfg.figures
+    results = regenerate(in_repo(figures.data_dir), in_repo(figures.out_dir), figures.runs_root,
+                         set(figures.get("replace") or ()))
     for name, status, message in results:
         print(f"{status:8s} {name}: {message}")
     return results

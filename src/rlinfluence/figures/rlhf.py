@@ -5,7 +5,7 @@ runs' tidy table has not: test toxicity, the forward stage's time).
 
 `LMRuns` stands where an `Output` of outputs.py has its `Runs`: which runs an output needs (env, model,
 arms as method tag + target, seeds), whether the CSV has them, and the command that makes them.
-`refresh_lm_csv` adds the finished language-model runs of a runs folder to the CSV.
+`fresh_lm_runs` reads the finished language-model runs of a runs folder, `lm_csv_writes` adds them to the CSV.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
 from rlinfluence.figures.render import figure_style
-from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, check_one_setting, merge_fresh_runs, read_tidy_csv,
+from rlinfluence.figures.committed import Refresh
+from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, RUN_DIR, check_one_setting, merge_fresh_runs, read_tidy_csv,
                                       run_agent, scan_runs, settings_hash)
 from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.rundir import IDENTITY
@@ -123,21 +124,26 @@ def _read_lm_run(run_dir: Path) -> pd.DataFrame:
     run = {"experiment": summary["experiment"], "env": summary["env"], "model": settings["model.name"],
            "method": summary["method"], "method_tag": summary["method_tag"], "target": settings["target.name"],
            "config_hash": settings_hash(summary), "seed": summary["seed"]}
-    return pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS).assign(**run)[RUN_COLUMNS + ROUND_COLUMNS]
+    rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
+    return rounds.assign(**run, run_dir=str(run_dir))[RUN_COLUMNS + ROUND_COLUMNS + [RUN_DIR]]
 
 
-def refresh_lm_csv(runs_root: str | Path, data_dir: str | Path) -> Path | None:
-    """Add the finished language-model runs under `runs_root` to `<data_dir>/lm/runs.csv` (a run found on
-    disk replaces its rows, when made with the same settings; the CSV's other runs are kept). None when
-    there are none."""
+def fresh_lm_runs(runs_root: str | Path) -> pd.DataFrame:
+    """The tidy rows of the finished language-model runs under `runs_root`."""
     runs = [_read_lm_run(run_dir) for run_dir in scan_runs(runs_root).finished if run_agent(run_dir) == "lm"]
-    if not runs:
-        return None
-    path = Path(data_dir) / LM_CSV
-    fresh = merge_fresh_runs(path, pd.concat(runs, ignore_index=True), RUN_KEY, COMPARED, runs_root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fresh.sort_values(RUN_KEY + ["round"], kind="stable").to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
-    return path
+    return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS + [RUN_DIR])
+
+
+def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
+    """`fresh` (`fresh_lm_runs`) merged into `<data_dir>/lm/runs.csv` (a run found on disk replaces its rows,
+    when made with the same settings; the CSV's other runs are kept); nothing is written (`Refresh.write` does)."""
+    if fresh.empty:
+        return Refresh(data_dir)
+    path = data_dir / LM_CSV
+    merged, refresh = merge_fresh_runs(path, fresh, RUN_KEY, COMPARED, runs_root, data_dir, replace)
+    refresh.files[path] = merged.sort_values(RUN_KEY + ["round"], kind="stable").to_csv(
+        index=False, float_format=CSV_FLOAT_FORMAT).encode()
+    return refresh
 
 
 # ---------------------------------------------------------------- builders

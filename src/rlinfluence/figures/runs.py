@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlinfluence.checkpoint import RunDirError
+from rlinfluence.figures.committed import REPLACE_KEY, Refresh, describe_difference, run_settings
 from rlinfluence.rundir import DONE, IDENTITY
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
 COMPARED = ["experiment", "env"]  # the runs one figure compares with each other: every arm and seed of an env
 # Enough digits to round-trip every value that matters, few enough to keep the diffs readable.
 CSV_FLOAT_FORMAT = "%.10g"
+RUN_DIR = "run_dir"  # a fresh row's run dir: named by the refusals, never written
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def _read_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
     run = {key: summary[key] for key in RUN_COLUMNS if key != "config_hash"}
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
-    return rounds.assign(**run, config_hash=settings_hash(summary))[TIDY_COLUMNS]
+    return rounds.assign(**run, config_hash=settings_hash(summary), run_dir=str(run_dir))[TIDY_COLUMNS + [RUN_DIR]]
 
 
 def read_tidy_csv(path: Path) -> pd.DataFrame:
@@ -74,9 +76,9 @@ def read_tidy_csv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"config_hash": str})
 
 
-def sort_tidy(tidy: pd.DataFrame) -> pd.DataFrame:
+def sort_tidy(tidy: pd.DataFrame, columns: list[str] = TIDY_COLUMNS) -> pd.DataFrame:
     """Canonical row order and dtypes, so that equal results always give byte-identical CSVs."""
-    tidy = tidy[TIDY_COLUMNS].astype({"p": float, "seed": int, "round": int})
+    tidy = tidy[columns].astype({"p": float, "seed": int, "round": int})
     return tidy.sort_values(RUN_KEY + ["round"], kind="stable").reset_index(drop=True)
 
 
@@ -84,6 +86,15 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
     clashes = tidy[tidy.duplicated(RUN_KEY + ["round"], keep=False)].drop_duplicates(RUN_COLUMNS)
     if len(clashes):
         raise ValueError(f"{where}: several runs share experiment/env/method_tag/protocol/seed:\n{clashes.to_string()}")
+
+
+def group_name(values) -> str:
+    """A `compared` group as figures.replace names it: `main/frozenlake`."""
+    return "/".join(map(str, values if isinstance(values, tuple) else (values,)))
+
+
+def group_names(fresh: pd.DataFrame, compared: list[str]) -> set[str]:
+    return {group_name(group) for group, _ in fresh.groupby(compared)}
 
 
 def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str], where: str) -> None:
@@ -96,36 +107,64 @@ def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str
         if len(counts) > 1:
             odd = of_group[of_group["config_hash"] == counts.idxmin()]
             raise RunDirError(
-                f"{where}: the runs of {'/'.join(map(str, group))} were made with different settings (runs per "
+                f"{where}: the runs of {group_name(group)} were made with different settings (runs per "
                 f"config_hash: {', '.join(f'{h} {n}' for h, n in counts.items())}), e.g. "
                 f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; rerun those with the "
-                f"others' command (paper_figures/MISSING.md) or move them to another experiment_name")
+                f"others' command (paper_figures/MISSING.md), move them to another experiment_name, or replace "
+                f"the committed ones with {REPLACE_KEY}=[{group_name(group)}]")
+
+
+def _fresh_settings(fresh: pd.DataFrame) -> dict[str, dict]:
+    """config_hash → non-default settings of the fresh runs that have an identity.json."""
+    identities = (run_settings(Path(run_dir)) for run_dir in fresh[RUN_DIR].unique())
+    return {digest: identity["non_default"] for identity in identities if identity is not None
+            for digest in [settings_hash({"config_hash": identity["config_hash"]})]}
 
 
 def merge_fresh_runs(path: Path, fresh: pd.DataFrame, run_key: list[str], compared: list[str],
-                     runs_root: str | Path) -> pd.DataFrame:
-    """The rows of the CSV at `path` (if any) with each run of `fresh` replacing the run of its key.
-    Refuses (RunDirError) a fresh run made with other settings than the committed run it would replace,
-    and a result that mixes settings within a `compared` group (`check_one_setting`)."""
-    if path.exists():
-        committed = read_tidy_csv(path)
-        pairs = committed.drop_duplicates(run_key).merge(fresh.drop_duplicates(run_key), on=run_key,
-                                                          suffixes=("_committed", ""))
-        clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
-        if len(clash):
-            run = next(clash.itertuples())
-            raise RunDirError(
-                f"{runs_root}: {'/'.join(str(getattr(run, key)) for key in run_key)} has config_hash "
-                f"{run.config_hash} but the run committed in {path} has {run.config_hash_committed}; rerun it with "
-                f"the committed run's command (paper_figures/MISSING.md) or delete that run's rows from {path}")
-        replaced = committed.set_index(run_key).index.isin(fresh.set_index(run_key).index)
-        fresh = pd.concat([committed[~replaced], fresh], ignore_index=True)
-    check_one_setting(fresh, run_key, compared, f"{runs_root} with {path}")
-    return fresh
+                     runs_root: str | Path, data_dir: Path, replace: set[str]) -> tuple[pd.DataFrame, Refresh]:
+    """The rows of the CSV at `path` (if any) with each run of `fresh` replacing the run of its key, and
+    what writing them adds to the committed data.
+
+    Refuses (RunDirError), naming the run and the first setting that differs, a fresh run made with other
+    settings than the committed run it would replace, unless its group (`<experiment>/<env>`) is in
+    `replace`: then the group's committed runs made with other settings than the fresh ones give way to
+    them. Refuses too a result that mixes settings within a `compared` group (`check_one_setting`)."""
+    check_one_setting(fresh, run_key, compared, str(runs_root))
+    refresh = Refresh(data_dir, settings=_fresh_settings(fresh))
+    committed = read_tidy_csv(path) if path.exists() else fresh.iloc[:0].drop(columns=RUN_DIR)
+    fresh_hash = fresh.drop_duplicates(compared).set_index(compared)["config_hash"]  # one per group (checked)
+    groups = committed.set_index(compared).index
+    expected = fresh_hash.reindex(groups).to_numpy()  # NaN where the group has no fresh run
+    other = (groups.map(group_name).isin(replace) & committed["config_hash"].notna().to_numpy()
+             & pd.notna(expected) & (committed["config_hash"].to_numpy() != expected))
+    for group, gone in committed[other].groupby(compared):
+        fresh_of = fresh[fresh.set_index(compared).index == group]
+        refresh.replaced.append(
+            f"{path}: {len(gone.drop_duplicates(run_key))} committed run(s) of {group_name(group)} (config_hash "
+            f"{'/'.join(gone['config_hash'].unique())}) replaced by {len(fresh_of.drop_duplicates(run_key))} "
+            f"run(s) of {runs_root} (config_hash {fresh_of['config_hash'].iloc[0]})")
+    committed = committed[~other]
+    pairs = committed.drop_duplicates(run_key).merge(fresh.drop_duplicates(run_key), on=run_key,
+                                                     suffixes=("_committed", ""))
+    clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
+    if len(clash):
+        run = next(clash.itertuples())
+        difference = describe_difference(data_dir, run.config_hash_committed, run.config_hash,
+                                         run_settings(Path(run.run_dir)))
+        group = group_name(tuple(getattr(run, key) for key in compared))
+        raise RunDirError(
+            f"{run.run_dir} would replace {'/'.join(str(getattr(run, key)) for key in run_key)} of {path}, made "
+            f"with {difference}; rerun it with the committed run's command (paper_figures/MISSING.md), or "
+            f"replace the committed runs of {group} with {REPLACE_KEY}=[{group}]")
+    replaced = committed.set_index(run_key).index.isin(fresh.set_index(run_key).index)
+    merged = pd.concat([committed[~replaced], fresh.drop(columns=RUN_DIR)], ignore_index=True)
+    check_one_setting(merged, run_key, compared, f"{runs_root} with {path}")
+    return merged, refresh
 
 
 def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
-    """One row per (finished control run, round) under `runs_root`, columns TIDY_COLUMNS.
+    """One row per (finished control run, round) under `runs_root`, columns TIDY_COLUMNS and RUN_DIR.
 
     Runs without DONE are skipped and logged; `scan_runs` lists them.
     """
@@ -134,8 +173,8 @@ def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
         log.warning("skipping unfinished run (no DONE): %s", run_dir)
     finished = [run_dir for run_dir in scan.finished if run_agent(run_dir) == "control"]
     if not finished:
-        return pd.DataFrame(columns=TIDY_COLUMNS)
-    tidy = sort_tidy(pd.concat([_read_run(d) for d in finished], ignore_index=True))
+        return pd.DataFrame(columns=TIDY_COLUMNS + [RUN_DIR])
+    tidy = sort_tidy(pd.concat([_read_run(d) for d in finished], ignore_index=True), TIDY_COLUMNS + [RUN_DIR])
     _check_unique_runs(tidy, str(runs_root))
     return tidy
 
@@ -151,26 +190,28 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
     return tidy
 
 
-def refresh_tidy_csvs(runs_root: str | Path, data_dir: str | Path, experiments: set[str]) -> list[Path]:
-    """Write the finished runs of `runs_root` of the given `experiments` (those some figure reads) into
-    `data_dir/<experiment>.csv`; returns those paths. Runs of other experiments (e.g. a quick look
-    under experiment_name=default) are logged and left out of the committed data.
-
-    A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
-    are kept, so refreshing from a partial runs folder never loses committed results. Nothing is
-    written when a run on disk was made with other settings than the committed run it would replace,
-    or than the other runs of its env (RunDirError).
-    """
+def fresh_runs(runs_root: str | Path, experiments: set[str]) -> pd.DataFrame:
+    """The tidy rows of the finished control runs under `runs_root` of the given `experiments` (those some
+    figure reads). Runs of other experiments (e.g. a quick look under experiment_name=default) are logged
+    and left out of the committed data."""
     fresh = tidy_from_runs(runs_root)
     for experiment in sorted(set(fresh["experiment"]) - experiments):
-        log.warning("not adding the runs of experiment %r to %s: no figure or table reads it", experiment, data_dir)
-    fresh = fresh[fresh["experiment"].isin(experiments)]
-    data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    merged = {}
+        log.warning("not adding the runs of experiment %r to the committed data: no figure or table reads it",
+                    experiment)
+    return fresh[fresh["experiment"].isin(experiments)]
+
+
+def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
+    """`fresh` (`fresh_runs`) merged into `data_dir/<experiment>.csv` (`merge_fresh_runs`); nothing is
+    written (`Refresh.write` does).
+
+    A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
+    are kept, so refreshing from a partial runs folder never loses committed results.
+    """
+    refresh = Refresh(data_dir)
     for experiment, rows in fresh.groupby("experiment", sort=True):
         path = data_dir / f"{experiment}.csv"
-        merged[path] = sort_tidy(merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root))
-    for path, rows in merged.items():  # only once every experiment has passed the checks
-        rows.to_csv(path, index=False, float_format=CSV_FLOAT_FORMAT)
-    return list(merged)
+        merged, of_experiment = merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root, data_dir, replace)
+        of_experiment.files[path] = sort_tidy(merged).to_csv(index=False, float_format=CSV_FLOAT_FORMAT).encode()
+        refresh.merge(of_experiment)
+    return refresh

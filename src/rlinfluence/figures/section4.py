@@ -2,7 +2,8 @@
 
 `AnalysisData` stands where an `Output` of outputs.py has its `Runs`: it says which CSVs the output
 reads (`<data_dir>/analyses/<analysis>/*.csv`, one per env and seed), which envs, seeds and rounds make
-it complete, and the command that writes them.
+it complete, and the command that writes them. Only CSVs whose identity (the .json beside each) is that
+command's are drawn.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -23,15 +25,26 @@ from scipy.stats import spearmanr
 
 from rlinfluence.analyses.bottom_frames import read_frames
 from rlinfluence.analyses.intervene import p_variant
+from rlinfluence.analyses.standard_run import ANALYSES, analysis_identity
 from rlinfluence.analyses.timeline import phases, round_series
 from rlinfluence.config import EnvConfig
 from rlinfluence.envs import ENV_CONFIG_DIR, STATE_SETTERS, make_env
 
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import CPU_EVALUATION, Output
+from rlinfluence.figures.gather import difference, read_identity
 from rlinfluence.figures.render import figure_style
+from rlinfluence.rundir import compose_config
 
 DATA_DIR = "data_dir"  # the key of the tidy table's attrs that regenerate.py fills with figures.data_dir
+
+
+@lru_cache(maxsize=None)
+def documented_identity(analysis: str, env: str, overrides: str, variant: str) -> dict:
+    """The identity of the analysis output an output documents: that of its command (`task=<analysis>
+    env=<env> <overrides>`); seed 0 stands for every seed, whose identities share one hash."""
+    cfg = compose_config([f"task={analysis}", f"env={env}", *overrides.split()])
+    return analysis_identity(cfg, analysis, variant)
 
 
 @dataclass(frozen=True)
@@ -60,11 +73,27 @@ class AnalysisData:
                            f"seed={','.join(map(str, range(self.seeds)))}{' ' + overrides if overrides else ''}"
                            for overrides, envs in envs_by_overrides.items())
 
+    def overrides_for(self, env: str) -> str:
+        return dict(self.env_overrides).get(env, self.overrides)
+
+    def _files(self, tidy: pd.DataFrame) -> tuple[list[Path], dict[str, list[str]]]:
+        """The CSVs of this output's envs made with the settings of its command (their identity's), and per
+        env the others with the first setting in which each differs: those are never drawn."""
+        suffixes, files, others = dict(self.variants), [], {}
+        for path in sorted((Path(tidy.attrs[DATA_DIR]) / ANALYSES / self.analysis).glob(f"*{self.suffix}")):
+            env = path.stem.split("-seed")[0]
+            if env not in self.envs or not re.fullmatch(rf".+-seed\d+{re.escape(suffixes.get(env, ''))}", path.stem):
+                continue
+            documented = documented_identity(self.analysis, env, self.overrides_for(env), suffixes.get(env, ""))
+            identity = read_identity(path)
+            if identity is not None and identity["config_hash"] == documented["config_hash"]:
+                files.append(path)
+            else:
+                others.setdefault(env, []).append(f"{path.name}: {difference(identity, documented)}")
+        return files, others
+
     def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        suffixes = dict(self.variants)
-        files = sorted(path for path in (Path(tidy.attrs[DATA_DIR]) / "analyses" / self.analysis).glob(f"*{self.suffix}")
-                       if re.fullmatch(rf"(.+)-seed\d+{re.escape(suffixes.get(path.stem.split('-seed')[0], ''))}",
-                                       path.stem))
+        files, _ = self._files(tidy)
         return pd.concat([self.read(path) for path in files], ignore_index=True) if files else pd.DataFrame(
             columns=["env", "seed", "round"])
 
@@ -73,9 +102,11 @@ class AnalysisData:
         return sorted(seed for seed, run in rows.groupby("seed") if set(self.rounds) <= set(run["round"]))
 
     def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
-        rows = self.table(tidy)
+        rows, (_, others) = self.table(tidy), self._files(tidy)
         rounds = f" with rounds {', '.join(map(str, self.rounds))}" if self.rounds else ""
-        return {env: f"analyses/{self.analysis}/{env}: needs {self.seeds} seeds{rounds}, has {len(seeds)}"
+        return {env: f"analyses/{self.analysis}/{env}: needs {self.seeds} seeds{rounds}, has {len(seeds)}" + (
+                    f"; not drawn, made with other settings than its command: {'; '.join(others[env])}"
+                    if env in others else "")
                 for env in self.envs if len(seeds := self._seeds(rows, env)) < self.seeds}
 
     def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
@@ -91,6 +122,26 @@ class AnalysisData:
         parts = [rows[(rows["env"] == env) & rows["seed"].isin(self._seeds(rows, env)[:self.seeds])]
                  for env in self.envs]
         return pd.concat(parts, ignore_index=True)
+
+
+def documented_identities(data_dir: Path, outputs) -> dict[Path, dict]:
+    """Each analysis CSV under `data_dir` whose (analysis, env, variant) an output of `outputs` reads, with the
+    identity of that output's command for its seed: the identity of CSVs made before analyses carried one
+    (paper_figures/backfill_config_hash.py). Outputs reading the same CSVs must document the same command."""
+    documented = {}
+    for data in (output.runs for output in outputs if isinstance(output.runs, AnalysisData)):
+        for env in data.envs:
+            variant = dict(data.variants).get(env, "")
+            identity = documented_identity(data.analysis, env, data.overrides_for(env), variant)
+            if documented.setdefault((data.analysis, env, variant), identity) != identity:
+                raise ValueError(f"outputs reading analyses/{data.analysis}/{env}-seed<k>{variant}.csv document "
+                                 f"different commands")
+    found = {}
+    for path in sorted(p for p in (Path(data_dir) / ANALYSES).glob("*/*") if p.suffix in (".csv", ".npz")):
+        env, seed, variant = re.fullmatch(r"(.+)-seed(\d+)(.*)", path.stem).groups()
+        if (path.parent.name, env, variant) in documented:
+            found[path] = documented[path.parent.name, env, variant] | {"seed": int(seed)}
+    return found
 
 
 # ---------------------------------------------------------------- diagnosis (Fig. 3, 8)
