@@ -458,7 +458,7 @@ def test_three_way_table_scores_each_source_over_the_authors_rounds(made):
     # Ours over rounds 0-3: standard levels 1, 2, 3 at rounds 1, 2, 3; IIF reaches them at 1, 1, 2.
     clean = rows.loc[("MiniGrid", "ours, clean protocol")]
     assert clean[["Rounds", "SE_ave mean ± std", "SE_peak mean ± std", "Final IIF − std per seed"]].tolist() == [
-        "0–3", "27.8 ± 0.0", "33.3 ± 0.0", "2.0, 2.0, 2.0, 2.0, 2.0"]
+        "0–3", "27.8 ± 0.0", "33.3 ± 0.0", "2.00, 2.00, 2.00, 2.00, 2.00"]
     whole = rows.loc[("MiniGrid", "ours, clean protocol (Fig. 6b)")]
     assert whole[["Rounds", "SE_ave mean ± std"]].tolist() == ["0–4", "33.3 ± 0.0"]
     assert rows.loc[("LunarLander", "paper"), "SE_ave mean ± std"] == "26.0 ± 1.8"

@@ -20,6 +20,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
@@ -150,10 +151,11 @@ def three_way_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
             table.append({"Env": paper.ENV_TITLES[env], "Source": source, "Rounds": rounds,
                           "Seeds": str(len(per_seed)), **_robust_cells(per_seed["SE_ave"], "SE_ave"),
                           **_robust_cells(per_seed["SE_peak"], "SE_peak"),
-                          "Final return IIF": _pm_over_seeds(per_seed["final_method"], 1),
-                          "Final return std": _pm_over_seeds(per_seed["final_std"], 1),
+                          # Two digits: MiniGrid's returns lie in [0, 1].
+                          "Final return IIF": _pm_over_seeds(per_seed["final_method"], 2),
+                          "Final return std": _pm_over_seeds(per_seed["final_std"], 2),
                           "Final IIF − std per seed": ", ".join(
-                              f"{v:.1f}" for v in per_seed["final_method"] - per_seed["final_std"])})
+                              f"{v:.2f}" for v in per_seed["final_method"] - per_seed["final_std"])})
     return pd.DataFrame(table).fillna(MISSING_CELL)
 
 
@@ -173,6 +175,7 @@ def three_way_curves(output: Output, rows: pd.DataFrame) -> Figure:
                          style="source", style_order=list(sources), dashes=sources,
                          errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax)
             ax.set(title=paper.ENV_TITLES[env], xlabel="round (θ^k: k completed updates)", ylabel="test return")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles = [Line2D([], [], color=color) for color in arms.values()]
         handles += [Line2D([], [], color="black", dashes=dash or (None, None)) for dash in sources.values()]
         fig.legend(handles, [*arms, *sources], loc="outside lower center", ncols=4, frameon=False)
