@@ -85,8 +85,9 @@ class Sources:
 
 
 AUTHORS_SOURCE, OURS_SOURCE = "authors' code", "ours"
+AUTHORS_RUNS = AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))
 THREE_WAY_RUNS = Sources((
-    (AUTHORS_SOURCE, AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))),
+    (AUTHORS_SOURCE, AUTHORS_RUNS),
     (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5)),
     (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(PAPER,),
                        overlay="protocol_lunarlander")),
@@ -106,7 +107,9 @@ def _shifted(curve: np.ndarray) -> np.ndarray:
 def _per_seed(rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int | None,
               shift: bool = False) -> pd.DataFrame:
     """SE_ave, SE_peak and final returns of `arm_label` against standard PPO of the same seed and protocol."""
-    rows = rows[(rows["protocol"] == protocol) & ((rows["round"] <= last_round) if last_round else True)]
+    rows = rows[rows["protocol"] == protocol]
+    if last_round is not None:
+        rows = rows[rows["round"] <= last_round]
     records = []
     for seed, runs in rows.groupby("seed", sort=True):
         by_arm = _by_arm(runs)
@@ -214,7 +217,7 @@ def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 ALIGNMENT_RUNS = Sources((
-    (AUTHORS_SOURCE, AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))),
+    (AUTHORS_SOURCE, AUTHORS_RUNS),
     (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF, RANDOM), seeds=5)),
 ))
 OUR_ALIGNMENT_RUNS = Sources(((OURS_SOURCE, Runs("main", tuple(e for e in MAIN_ENVS if e not in FIDELITY_ENVS),
