@@ -55,7 +55,7 @@ def write_seed(work: Path, rounds: int, iif_rounds: int) -> None:
 
 def test_each_row_is_the_policy_its_test_loaded(tmp_path):
     write_seed(tmp_path, rounds=20, iif_rounds=20)
-    rows = convert.convert(tmp_path)
+    rows = convert.convert(tmp_path, None)
     iif = rows[rows["method"] == "iif"].set_index("round")
     # Round k = θ^k in both arms: their IIF file i tests θ^(i+1); round 0 is the standard run's θ^0.
     assert iif.index.tolist() == list(range(21))
@@ -72,7 +72,7 @@ def test_each_row_is_the_policy_its_test_loaded(tmp_path):
 
 def test_an_unfinished_iif_loop_writes_no_partial_run(tmp_path, capsys):
     write_seed(tmp_path, rounds=20, iif_rounds=7)
-    rows = convert.convert(tmp_path)
+    rows = convert.convert(tmp_path, None)
     assert set(rows["method"]) == {"ppo"}
     assert "IIF loop unfinished" in capsys.readouterr().out
 
@@ -80,7 +80,7 @@ def test_an_unfinished_iif_loop_writes_no_partial_run(tmp_path, capsys):
 def test_converting_again_replaces_its_runs_and_keeps_the_others(tmp_path):
     write_seed(tmp_path / "work", rounds=20, iif_rounds=20)
     out = tmp_path / "authors.csv"
-    other = convert.convert(tmp_path / "work").assign(seed=4)  # a seed converted earlier, from another work dir
+    other = convert.convert(tmp_path / "work", None).assign(seed=4)  # a seed converted earlier, from another work dir
     other.to_csv(out, index=False)
     subprocess.run([sys.executable, PIPELINE / "convert.py", "--work", tmp_path / "work", "--out", out], check=True)
     subprocess.run([sys.executable, PIPELINE / "convert.py", "--work", tmp_path / "work", "--out", out], check=True)

@@ -315,6 +315,11 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
                                                 "env.wrappers=['one_hot'] (AttributeError: "),
     (["task=timeline", "env=acrobot", "analysis.timeline.top=0"], "analysis.timeline.top=0 must be >= 1"),
     (["task=counterfactual", "analysis.counterfactual.groups=0"], "analysis.counterfactual.groups=0 must be >= 1"),
+    (["task=replay"], "task=replay needs replay.run=<experiment>/<env>/<optimizer>/<leaf>/seed<k>"),
+    (["task=replay", "replay.run=main/nosuch/*"], "replay.run=main/nosuch/* matches no committed run of "
+                                                  "figures.data_dir=paper_figures/data (runs are named like "),
+    (["task=replay", "replay.run=main/frozenlake/sgd/iif-p50/seed0", "replay.rounds=-1"],
+     "replay.rounds=-1 must be >= 0"),
 ])
 def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, message):
     with pytest.raises(ConfigError) as error:

@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,8 +25,9 @@ import pandas as pd
 
 from rlinfluence.checkpoint import write_bytes, write_json
 from rlinfluence.figures.committed import SETTINGS, load_settings
-from rlinfluence.figures.runs import CSV_FLOAT_FORMAT, TIDY_COLUMNS
+from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, tidy_csv_bytes
 from rlinfluence.paths import REPO_ROOT
+from rlinfluence.provenance import LIBRARIES
 
 UPDATES_PER_ROUND = 320  # 2,048 records / 64 per minibatch x 10 epochs
 N_STEPS = 2048
@@ -117,7 +119,18 @@ def settings_hash(env: str, test_episodes: int) -> str:
     return hashlib.sha256(json.dumps(settings(env, test_episodes), sort_keys=True).encode()).hexdigest()[:6]
 
 
-def tidy(rows: list[dict], env: str, seed: int, method: str) -> pd.DataFrame:
+def venv_versions(venv: Path | None) -> str | None:
+    """Their venv's versions of our provenance LIBRARIES and stable-baselines3, as our tidy rows list ours."""
+    if venv is None:
+        return None
+    freeze = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    versions = dict(line.lower().replace("_", "-").split("==") for line in freeze if "==" in line)
+    names = (*LIBRARIES, "box2d-py", "stable-baselines3")
+    return ";".join(f"{name}=={versions[name]}" for name in names if name in versions)
+
+
+def tidy(rows: list[dict], env: str, seed: int, method: str, versions: str | None) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     episodes = frame["test_episodes"].unique()
     if len(episodes) != 1:
@@ -126,6 +139,7 @@ def tidy(rows: list[dict], env: str, seed: int, method: str) -> pd.DataFrame:
         experiment="authors", env=env, method=method, method_tag="ppo" if method == "ppo" else f"iif-p{P:g}",
         p=float("nan") if method == "ppo" else P, optimizer="sgd", protocol="authors",
         config_hash=settings_hash(env, int(episodes[0])), seed=seed, source="authors",
+        code_commit=RELEASE, code_dirty=False, versions=versions,
         env_steps=frame["round"] * N_STEPS, n_records=(frame["round"] > 0) * N_STEPS)
     if method == "ppo":  # a standard update keeps every record
         frame["n_kept"] = frame["n_records"]
@@ -133,7 +147,7 @@ def tidy(rows: list[dict], env: str, seed: int, method: str) -> pd.DataFrame:
     return frame.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
 
 
-def convert(work: Path) -> pd.DataFrame:
+def convert(work: Path, versions: str | None) -> pd.DataFrame:
     runs = []
     for env in ENVS:
         for seed_dir in sorted((work / env).glob("seed*")):
@@ -142,36 +156,38 @@ def convert(work: Path) -> pd.DataFrame:
             if standard is None:
                 print(f"convert: {env} seed {seed}: standard test unfinished, skipped")
                 continue
-            runs.append(tidy(standard, env, seed, "ppo"))
+            runs.append(tidy(standard, env, seed, "ppo", versions))
             iif = iif_run(results, env, seed, round_zero=standard[0])
             if iif is None:
                 print(f"convert: {env} seed {seed}: IIF loop unfinished, skipped")
                 continue
-            runs.append(tidy(iif, env, seed, "iif"))
+            runs.append(tidy(iif, env, seed, "iif", versions))
     return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
 
 
 def merge(fresh: pd.DataFrame, path: Path) -> pd.DataFrame:
     if path.exists():
-        committed = pd.read_csv(path, dtype={"config_hash": str})
+        committed = read_tidy_csv(path)
         replaced = committed.set_index(RUN_KEY).index.isin(fresh.set_index(RUN_KEY).index)
         fresh = pd.concat([committed[~replaced], fresh], ignore_index=True)
-    return fresh.sort_values(["env", "method_tag", "seed", "round"], kind="stable").reset_index(drop=True)
+    rows = fresh.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
+    return rows.sort_values(["env", "method_tag", "seed", "round"], kind="stable").reset_index(drop=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, type=Path, help="driver.py's --work dir")
     parser.add_argument("--out", type=Path, default=AUTHORS_CSV)
+    parser.add_argument("--venv", type=Path, help="driver.py's --venv: its library versions go into the rows")
     args = parser.parse_args()
-    fresh = convert(args.work.expanduser().resolve())
+    fresh = convert(args.work.expanduser().resolve(), venv_versions(args.venv))
     rows = merge(fresh, args.out)
     # Every committed hash names its settings in settings.json (figures/committed.py), the authors' too.
     known = load_settings(args.out.parent)
     for run in rows.drop_duplicates(["env", "test_episodes"]).itertuples():
         known[run.config_hash] = settings(run.env, int(run.test_episodes))
     write_json(args.out.parent / SETTINGS, dict(sorted(known.items())))
-    write_bytes(args.out, rows.to_csv(index=False, float_format=CSV_FLOAT_FORMAT).encode())
+    write_bytes(args.out, tidy_csv_bytes(rows))
     runs = fresh.drop_duplicates(RUN_KEY)
     print(f"convert: {len(runs)} finished runs from {args.work} "
           f"({', '.join(f'{r.env} {r.method} seed {r.seed}' for r in runs.itertuples())}); "

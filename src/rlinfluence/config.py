@@ -222,6 +222,14 @@ class FiguresConfig:
 
 
 @dataclass
+class ReplayConfig:
+    # task=replay: the committed runs to re-train, as their run dirs' paths below runs_root
+    # (<experiment>/<env>/<optimizer>/<leaf>/seed<k>; shell-style wildcards match several)
+    run: Optional[str] = None
+    rounds: int = 3  # re-train rounds 1..rounds and compare rounds 0..rounds with the committed rows
+
+
+@dataclass
 class CheckpointConfig:
     # Also keep each round's full checkpoint under snapshots/ (what the analyses replay rounds from).
     # Off by default: an image env's snapshots take megabytes per round.
@@ -289,7 +297,7 @@ class AnalysisConfig:
 
 @dataclass
 class Config:
-    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames (tasks.py)
+    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames | replay (tasks.py)
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"
@@ -308,6 +316,7 @@ class Config:
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     figures: FiguresConfig = field(default_factory=FiguresConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from rlinfluence.paths import CONFIG_DIR, REPO_ROOT
+from rlinfluence.provenance import describe_code_version
 from rlinfluence.rundir import is_done
 
 DEFAULT_CONFIG_DIR = Path(CONFIG_DIR)
@@ -168,19 +169,6 @@ class Manifest:
         return cls.parse(Path(path).read_text())
 
 
-def git_commit(where: Path = REPO_ROOT) -> str:
-    """``<sha>``, ``<sha> (uncommitted changes)``, or ``unknown (...)``."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=True).stdout.strip()
-
-    try:
-        sha = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return f"{sha} (uncommitted changes)" if dirty else sha
-
-
 # ----------------------------------------------------------------------------- composing configs
 
 
@@ -271,7 +259,7 @@ def make_manifest(overrides: Sequence[str], config_dir: Path = DEFAULT_CONFIG_DI
         runs.append(first[run_dir])
 
     header = {
-        "commit": git_commit(),
+        "commit": describe_code_version(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": command or shlex.join(["rlinfluence-manifest", "make", *overrides]),
         "workdir": os.getcwd(),
@@ -476,7 +464,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     print(_summary(args.manifest, manifest, state))
     if not state.todo:
         return 0
-    checkout = git_commit().split()[0]
+    checkout = describe_code_version().split()[0]
     if manifest.commit and manifest.commit != checkout:
         print(f"warning: the manifest was made at commit {manifest.commit}, the checkout is at {checkout}",
               file=sys.stderr)

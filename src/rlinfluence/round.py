@@ -15,6 +15,7 @@ an agent (agents.py): `Trainer` below for the control envs, lm/trainer.py's for 
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -36,6 +37,7 @@ from rlinfluence.evaluation import Evaluator, is_eval_round
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.interrupts import Interrupted, RunInterrupted, StopSignals
 from rlinfluence.networks import ActorCritic
+from rlinfluence.provenance import merged_provenance, provenance
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
 from rlinfluence.run_logger import COLUMNS, RunLogger, rows_to_resume
@@ -203,13 +205,23 @@ class Trainer:
         self.evaluator.close()
 
 
-def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool) -> dict[str, Any]:
+def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool,
+             processes: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
         "method_tag": method_tag(cfg.method), "p": numeric_p(cfg.method.p), "optimizer": cfg.optimizer.name,
         "protocol": protocol_tag(cfg), "config_hash": config_hash(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds,
         "rounds_completed": rounds_completed, "final_test_return": final_test_return, "done": done,
+        "provenance": processes,
     }
+
+
+def _processes(run_dir: Path, resume: Resume) -> list[dict[str, Any]]:
+    """The provenance of the processes that trained the run so far, this one last (provenance.py); a
+    summary.json lost with a kill loses only the earlier processes' entries."""
+    path = run_dir / SUMMARY
+    earlier = json.loads(path.read_text()).get("provenance", []) if resume.checkpoint and path.exists() else []
+    return merged_provenance(earlier, provenance())
 
 
 def reset_run(run_dir: Path) -> None:
@@ -237,9 +249,9 @@ def read_resume(run_dir: Path) -> Resume:
     return Resume(checkpoint, rows_to_resume(run_dir / METRICS, int(checkpoint["round"])))
 
 
-def train(cfg: DictConfig, run_dir: Path, resume: Resume) -> dict[str, Any]:
+def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None = None) -> dict[str, Any]:
     """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
-    (agents.py); returns its summary."""
+    (agents.py); returns its summary. `last_round` < env.rounds stops it there, unfinished (task=replay)."""
     torch.set_num_threads(cfg.torch_threads)
     start = int(resume.checkpoint["round"]) + 1 if resume.checkpoint else 0
     with StopSignals().installed() as signals:
@@ -248,7 +260,8 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume) -> dict[str, Any]:
         except Interrupted as stop:
             raise _interrupted(stop, start, cfg) from None
         try:
-            return _train_rounds(cfg, run_dir, resume, trainer, start, signals)
+            return _train_rounds(cfg, run_dir, resume, trainer, start, signals,
+                                 cfg.env.rounds if last_round is None else last_round)
         finally:
             trainer.close()
 
@@ -259,10 +272,11 @@ def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
 
 
 def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, start: int,
-                  signals: StopSignals) -> dict[str, Any]:
+                  signals: StopSignals, last_round: int) -> dict[str, Any]:
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
-    progress = tqdm(range(start, cfg.env.rounds + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
+    processes = _processes(run_dir, resume)
+    progress = tqdm(range(start, last_round + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
                     disable=not cfg.progress, unit="round")
     try:
         if resume.checkpoint:
@@ -278,13 +292,15 @@ def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, 
                 if cfg.checkpoint.snapshots:
                     save_snapshot(run_dir, state)
                 save_checkpoint(run_dir, state)
-                write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, done=False))
+                write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, False, processes))
                 in_round = k + 1  # a signal held back during these writes stops the next round
             progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
+        done = last_round == cfg.env.rounds
         with signals.deferred():
-            summary = _summary(cfg, cfg.env.rounds, logger.last_test_return, done=True)
+            summary = _summary(cfg, last_round, logger.last_test_return, done, processes)
             write_json(run_dir / SUMMARY, summary)
-            (run_dir / DONE).touch()
+            if done:
+                (run_dir / DONE).touch()
         exit_code = 0
         return summary
     except Interrupted as stop:

@@ -97,7 +97,7 @@ def create_run_dir(path: Path, runs_root: str) -> None:
 # (device and torch_threads are result-affecting: CPU and GPU kernels, and kernels on different thread
 # counts, need not give bit-identical numbers.)
 NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force", "progress", "logger", "figures",
-                        "checkpoint", "analysis")
+                        "checkpoint", "analysis", "replay")
 # Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
 # env.eval_episodes -> eval.episodes), and the method, whose result-affecting part is its tag in the path.
 COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method")

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 TRAIN = "train"  # the default task: cli.start_training, which also takes a run dir from tests
 TASK_MODULES = ("rlinfluence.figures", "rlinfluence.analyses.diagnose", "rlinfluence.analyses.intervene",
                 "rlinfluence.analyses.timeline", "rlinfluence.analyses.counterfactual",
-                "rlinfluence.analyses.bottom_frames")
+                "rlinfluence.analyses.bottom_frames", "rlinfluence.replay")
 TASKS: dict[str, Callable[[DictConfig], Any]] = {}
 TASK_CHECKS: dict[str, Callable[[DictConfig], None]] = {}
 

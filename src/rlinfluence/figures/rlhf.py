@@ -24,15 +24,17 @@ from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.committed import Refresh
-from rlinfluence.figures.runs import (CSV_FLOAT_FORMAT, RUN_DIR, check_one_setting, merge_fresh_runs, read_tidy_csv,
-                                      run_agent, scan_runs, settings_hash)
+from rlinfluence.figures.runs import (RUN_DIR, check_one_setting, merge_fresh_runs, read_tidy_csv,
+                                      run_agent, scan_runs, settings_hash, tidy_csv_bytes)
 from rlinfluence.figures.section4 import DATA_DIR
+from rlinfluence.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.rundir import IDENTITY
 
 LM_CSV = Path("lm") / "runs.csv"
 RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "config_hash", "seed"]  # as runs.py
 ROUND_COLUMNS = ["round", "train_return", "test_return", "test_toxicity", "n_records", "n_kept", "time_collect",
                  "time_forward", "time_influence", "time_update", "time_eval"]
+LM_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
 RUN_KEY = ["experiment", "env", "model", "method_tag", "target", "seed"]
 COMPARED = ["experiment", "env", "model"]  # the runs one figure compares with each other
 STAGES = {"time_collect": "generation & scoring", "time_forward": "forward", "time_influence": "influence",
@@ -125,13 +127,14 @@ def _read_lm_run(run_dir: Path) -> pd.DataFrame:
            "method": summary["method"], "method_tag": summary["method_tag"], "target": settings["target.name"],
            "config_hash": settings_hash(summary), "seed": summary["seed"]}
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
-    return rounds.assign(**run, run_dir=str(run_dir))[RUN_COLUMNS + ROUND_COLUMNS + [RUN_DIR]]
+    return rounds.assign(**run, run_dir=str(run_dir), **tidy_provenance(summary.get("provenance", [])))[
+        LM_COLUMNS + [RUN_DIR]]
 
 
 def fresh_lm_runs(runs_root: str | Path) -> pd.DataFrame:
     """The tidy rows of the finished language-model runs under `runs_root`."""
     runs = [_read_lm_run(run_dir) for run_dir in scan_runs(runs_root).finished if run_agent(run_dir) == "lm"]
-    return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS + [RUN_DIR])
+    return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=LM_COLUMNS + [RUN_DIR])
 
 
 def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
@@ -141,8 +144,7 @@ def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, re
         return Refresh(data_dir)
     path = data_dir / LM_CSV
     merged, refresh = merge_fresh_runs(path, fresh, RUN_KEY, COMPARED, runs_root, data_dir, replace)
-    refresh.files[path] = merged.sort_values(RUN_KEY + ["round"], kind="stable").to_csv(
-        index=False, float_format=CSV_FLOAT_FORMAT).encode()
+    refresh.files[path] = tidy_csv_bytes(merged.sort_values(RUN_KEY + ["round"], kind="stable"))
     return refresh
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from rlinfluence.checkpoint import RunDirError
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh, describe_difference, run_settings
+from rlinfluence.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.rundir import DONE, IDENTITY
 
 log = logging.getLogger(__name__)
@@ -26,12 +27,11 @@ RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "p
 DEFAULT_SETTINGS = "default"
 ROUND_COLUMNS = ["round", "env_steps", "test_return", "n_records", "n_kept",
                  "time_collect", "time_influence", "time_update", "time_eval"]
-TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS
+# Last, so that rows committed before they existed (read with the columns empty) keep their bytes.
+TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
 # One run = one curve; a second run with the same key would be ambiguous in every figure.
 RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
 COMPARED = ["experiment", "env"]  # the runs one figure compares with each other: every arm and seed of an env
-# Enough digits to round-trip every value that matters, few enough to keep the diffs readable.
-CSV_FLOAT_FORMAT = "%.10g"
 RUN_DIR = "run_dir"  # a fresh row's run dir: named by the refusals, never written
 
 
@@ -68,12 +68,30 @@ def _read_run(run_dir: Path) -> pd.DataFrame:
     summary = json.loads((run_dir / "summary.json").read_text())
     run = {key: summary[key] for key in RUN_COLUMNS if key != "config_hash"}
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
-    return rounds.assign(**run, config_hash=settings_hash(summary), run_dir=str(run_dir))[TIDY_COLUMNS + [RUN_DIR]]
+    return rounds.assign(**run, config_hash=settings_hash(summary), run_dir=str(run_dir),
+                         **tidy_provenance(summary.get("provenance", [])))[TIDY_COLUMNS + [RUN_DIR]]
 
 
 def read_tidy_csv(path: Path) -> pd.DataFrame:
-    """A committed tidy CSV; config_hash read as text (a hash may be all digits, and rows without one are NaN)."""
-    return pd.read_csv(path, dtype={"config_hash": str})
+    """A committed tidy CSV; config_hash and provenance read as text (a hash may be all digits, and rows
+    without one are NaN); the provenance columns empty where the CSV predates them."""
+    tidy = pd.read_csv(path, dtype=dict.fromkeys(["config_hash", *PROVENANCE_COLUMNS], str))
+    empty = {column: pd.Series(None, index=tidy.index, dtype=str)  # as read_csv reads an empty column
+             for column in PROVENANCE_COLUMNS if column not in tidy}
+    return tidy.assign(**empty)
+
+
+def _round_trip(value: object) -> object:
+    """A float as the shortest text that reads back to the same float (test returns are compared bit for
+    bit by task=replay), without a trailing `.0`; NaN as an empty field."""
+    if not isinstance(value, float):
+        return value
+    return "" if value != value else repr(value).removesuffix(".0")
+
+
+def tidy_csv_bytes(tidy: pd.DataFrame) -> bytes:
+    """A tidy CSV's bytes: every float at full round-trip precision."""
+    return tidy.astype(object).map(_round_trip).to_csv(index=False).encode()
 
 
 def sort_tidy(tidy: pd.DataFrame, columns: list[str] = TIDY_COLUMNS) -> pd.DataFrame:
@@ -212,6 +230,6 @@ def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, 
     for experiment, rows in fresh.groupby("experiment", sort=True):
         path = data_dir / f"{experiment}.csv"
         merged, of_experiment = merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root, data_dir, replace)
-        of_experiment.files[path] = sort_tidy(merged).to_csv(index=False, float_format=CSV_FLOAT_FORMAT).encode()
+        of_experiment.files[path] = tidy_csv_bytes(sort_tidy(merged))
         refresh.merge(of_experiment)
     return refresh

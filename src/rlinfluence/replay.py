@@ -1,0 +1,195 @@
+"""`task=replay`: re-train the first rounds of committed runs and compare them with their committed rows.
+
+    rlinfluence task=replay replay.run=main/frozenlake/sgd/iif-p50/seed0 replay.rounds=3
+    rlinfluence task=replay 'replay.run=main/*/*/*/seed0'     # every committed run the pattern matches
+
+A committed run (its rows in figures.data_dir's tidy CSVs) is named by the path its run dir had below
+runs_root: <experiment>/<env>/<optimizer>/<method_tag>[-<protocol>][-<config_hash>]/seed<k>. Its
+settings are those of the experiment overlay's sweep job (conf/experiment/) whose run dir that is. The
+replay trains that job's config into a temporary runs_root up to round replay.rounds (logger off) and
+compares env_steps, n_records, n_kept and test_return round by round: bit for bit, or for rows committed
+before the tidy CSVs kept full precision (no code_commit), at the 10 significant digits they were
+written with. Timings are not compared. What a replay can promise: paper_figures/README.md
+("Determinism").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pandas as pd
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+from rlinfluence import rundir
+from rlinfluence.config import ConfigError
+from rlinfluence.figures.committed import load_settings
+from rlinfluence.figures.regenerate import in_repo
+from rlinfluence.figures.runs import RUN_KEY, load_tidy
+from rlinfluence.manifest import expand_sweep
+from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.round import Resume, train
+from rlinfluence.tasks import register
+
+COMPARED_COLUMNS = ["env_steps", "n_records", "n_kept", "test_return"]
+EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full precision
+NOT_OURS = "authors"  # the protocol of the authors' runs (benchmarks/authors_pipeline): not ours to replay
+# A replay's own settings, none of them result-affecting (rundir.NOT_RESULT_AFFECTING).
+QUIET = ["logger=disabled", "progress=false"]
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    run: str  # the committed run's path
+    rounds: int  # rounds 0..rounds compared
+    difference: str | None  # the first difference, None when every compared value is equal
+
+    def line(self) -> str:
+        if self.difference is None:
+            return f"replay {self.run}: rounds 0-{self.rounds} equal the committed rows"
+        return f"replay {self.run}: {self.difference}"
+
+
+# ----------------------------------------------------------------------------- which runs, made how
+
+
+def run_path(run: pd.Series) -> str:
+    """A committed run's run-dir path below runs_root, from its tidy row (rundir.run_leaf's parts)."""
+    leaf = [run.method_tag] + ([run.protocol] if run.protocol != rundir.CLEAN else []) + (
+        [run.config_hash] if run.config_hash != "default" else [])
+    return f"{run.experiment}/{run.env}/{run.optimizer}/{'-'.join(leaf)}/seed{run.seed}"
+
+
+def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Our committed runs, one row each (their first), with their `path`."""
+    runs = tidy[tidy["protocol"] != NOT_OURS].drop_duplicates(RUN_KEY)
+    return runs.assign(path=runs.apply(run_path, axis=1))
+
+
+@contextmanager
+def composing() -> Iterator[None]:
+    """Hydra's compose API, inside the app (already initialised) or from Python."""
+    if GlobalHydra.instance().is_initialized():
+        yield
+    else:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            yield
+
+
+@functools.cache  # conf/ does not change within a process; a replay of many runs composes each overlay once
+def overlay_jobs(experiment: str) -> list[list[str]]:
+    """Every sweep job (its overrides) of the overlays that name their runs' experiment `experiment`."""
+    jobs = []
+    for overlay in GlobalHydra.instance().config_loader().get_group_options("experiment"):
+        cfg = compose("config", overrides=[f"+experiment={overlay}"], return_hydra_config=True)
+        if cfg.experiment_name == experiment:
+            params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
+            jobs += expand_sweep(params, [f"+experiment={overlay}"])
+    return jobs
+
+
+def setting_overrides(settings: dict[str, Any]) -> list[str]:
+    """Hydra overrides that set each recorded setting ({dotted key: value}, settings.json's), or delete it."""
+    return [f"~{key}" if value == rundir.UNSET else f"++{key}={json.dumps(value)}" for key, value in settings.items()]
+
+
+def overrides_of(run: pd.Series, settings: dict[str, dict[str, Any]]) -> list[str]:
+    """The overrides that made a committed run: the overlay job whose run dir it is, with the settings its
+    config_hash stands for (settings.json) on top. ConfigError when none makes it."""
+    recorded = setting_overrides(settings.get(run.config_hash, {}))
+    for job in overlay_jobs(run.experiment):
+        if any(o.startswith(("env=", "seed=")) and o not in (f"env={run.env}", f"seed={run.seed}") for o in job):
+            continue  # another env or seed: not composed (~0.1 s a job)
+        cfg = compose("config", overrides=[*job, *recorded])
+        if f"{cfg.experiment_name}/{rundir.relative_run_dir(cfg).as_posix()}" == run.path:
+            return [*job, *recorded]
+    raise ConfigError(f"replay.run: no experiment overlay (conf/experiment/) with the settings of config_hash "
+                      f"{run.config_hash} makes the committed run {run.path}; its settings cannot be recovered")
+
+
+# ----------------------------------------------------------------------------- replaying one
+
+
+def same(committed: float, replayed: float, full_precision: bool) -> bool:
+    if pd.isna(committed) or pd.isna(replayed):
+        return pd.isna(committed) and pd.isna(replayed)
+    return replayed == committed or (not full_precision and float(format(replayed, EARLIER_PRECISION)) == committed)
+
+
+def first_difference(committed: pd.DataFrame, replayed: pd.DataFrame, full_precision: bool) -> str | None:
+    for k, (old, new) in enumerate(zip(committed[COMPARED_COLUMNS].itertuples(index=False),
+                                       replayed[COMPARED_COLUMNS].itertuples(index=False))):
+        for column, was, now in zip(COMPARED_COLUMNS, old, new):
+            if not same(was, now, full_precision):
+                return f"round {k} {column}: committed {was!r}, replayed {now!r}"
+    return None
+
+
+def replay_run(run: pd.Series, committed: pd.DataFrame, overrides: list[str], rounds: int) -> ReplayResult:
+    """Train the run (`overrides`) up to round `rounds` in a temporary runs_root; compare with its committed rows."""
+    with tempfile.TemporaryDirectory(prefix="rlinfluence-replay-") as runs_root:
+        cfg = compose("config", overrides=[*overrides, f"runs_root={runs_root}", *QUIET])
+        last = min(rounds, cfg.env.rounds)
+        run_dir = rundir.run_dir(cfg)
+        rundir.create_run_dir(run_dir, runs_root)
+        rundir.write_identity(run_dir, cfg)
+        train(cfg, run_dir, Resume(), last_round=last)
+        replayed = pd.read_csv(run_dir / "metrics.csv")
+    rows = committed.sort_values("round").iloc[: last + 1]
+    full_precision = bool(rows["code_commit"].notna().all())
+    return ReplayResult(run.path, last, first_difference(rows, replayed, full_precision))
+
+
+# ----------------------------------------------------------------------------- the task
+
+
+def matching_runs(cfg: DictConfig, tidy: pd.DataFrame) -> pd.DataFrame:
+    runs = committed_runs(tidy)
+    matched = runs[[fnmatch.fnmatchcase(path, cfg.replay.run) for path in runs["path"]]]
+    if matched.empty:
+        examples = ", ".join(runs["path"].head(3))
+        raise ConfigError(f"replay.run={cfg.replay.run} matches no committed run of figures.data_dir="
+                          f"{cfg.figures.data_dir} (runs are named like {examples})")
+    return matched
+
+
+def check_replay(cfg: DictConfig) -> None:
+    if cfg.replay.run is None:
+        raise ConfigError("task=replay needs replay.run=<experiment>/<env>/<optimizer>/<leaf>/seed<k> "
+                          "(wildcards allowed), e.g. replay.run=main/frozenlake/sgd/iif-p50/seed0")
+    if cfg.replay.rounds < 0:
+        raise ConfigError(f"replay.rounds={cfg.replay.rounds} must be >= 0 (rounds re-trained after round 0)")
+    matching_runs(cfg, load_tidy(in_repo(cfg.figures.data_dir)))
+
+
+def replay_runs(cfg: DictConfig) -> list[ReplayResult]:
+    """Every committed run replay.run matches, replayed; a line for each as it ends."""
+    data_dir = in_repo(cfg.figures.data_dir)
+    tidy, settings = load_tidy(data_dir), load_settings(data_dir)
+    rows_of = tidy.groupby(RUN_KEY)
+    results = []
+    with composing():
+        for _, run in matching_runs(cfg, tidy).iterrows():
+            overrides = overrides_of(run, settings)
+            results.append(replay_run(run, rows_of.get_group(tuple(run[RUN_KEY])), overrides, cfg.replay.rounds))
+            print(f"rlinfluence: {results[-1].line()}", file=sys.stderr)
+    return results
+
+
+@register("replay", check=check_replay)
+def replay(cfg: DictConfig) -> list[ReplayResult]:
+    results = replay_runs(cfg)
+    differ = sum(result.difference is not None for result in results)
+    print(f"rlinfluence: replayed {len(results)} committed run(s): {len(results) - differ} equal, {differ} differ",
+          file=sys.stderr)
+    if differ:
+        raise SystemExit(1)
+    return results

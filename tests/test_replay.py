@@ -1,0 +1,106 @@
+"""task=replay re-trains committed runs and finds them bit-identical; every run and tidy row records the code
+and library versions that made it (provenance.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pandas as pd
+import pytest
+
+from conftest import TINY, compose_config
+from rlinfluence.cli import run_task
+from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
+from rlinfluence.paths import REPO_ROOT
+from rlinfluence.provenance import PROVENANCE_COLUMNS, code_version
+from rlinfluence.replay import replay_runs
+from rlinfluence.round import Resume, train
+from rlinfluence.rundir import create_run_dir, run_dir, write_identity
+
+DATA = REPO_ROOT / "paper_figures" / "data"
+# One committed run per env family, replayed for two rounds by the default suite; `pytest -m long` replays
+# the first rounds of every committed run.
+FAMILIES = {
+    "toy-text": "main/frozenlake/sgd/iif-p50/seed0",
+    "classic-control-paper-protocol": "main/acrobot/sgd/iif-p50-paper-92a12d/seed1",
+    "box2d": "main/lunarlander/sgd/random-p12.5-bac18f/seed2",
+    "minigrid": "main/minigrid/sgd/iif-p12.5-92a12d/seed0",
+    "highway": "main/highway/sgd/ppo-bac18f/seed0",
+}
+
+
+@pytest.mark.parametrize("run", FAMILIES.values(), ids=FAMILIES.keys())
+def test_a_committed_run_replays_bit_for_bit(run):
+    [result] = replay_runs(compose_config(["task=replay", f"replay.run={run}", "replay.rounds=2"]))
+    assert (result.run, result.rounds, result.difference) == (run, 2, None)
+
+
+def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
+    tidy = read_tidy_csv(DATA / "main.csv")
+    run = tidy[(tidy["env"] == "frozenlake") & (tidy["method_tag"] == "ppo") & (tidy["protocol"] == "clean")
+               & (tidy["seed"] == 0)].copy()
+    run.loc[run["round"] == 1, "test_return"] += 0.001  # as if a change to the code had moved round 1
+    (tmp_path / "main.csv").write_bytes(tidy_csv_bytes(sort_tidy(run)))
+    shutil.copy(DATA / "settings.json", tmp_path)
+    cfg = compose_config(["task=replay", "replay.run=main/frozenlake/sgd/ppo/seed0", "replay.rounds=2",
+                          f"figures.data_dir={tmp_path}"])
+    [result] = replay_runs(cfg)
+    assert result.difference.startswith("round 1 test_return: committed ")
+    with pytest.raises(SystemExit) as stop:
+        run_task(cfg)
+    assert stop.value.code == 1
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("data", sorted(path.name for path in DATA.glob("*.csv") if path.name != "authors.csv"))
+def test_every_committed_run_replays(data):
+    experiment = data.removesuffix(".csv")
+    results = replay_runs(compose_config(["task=replay", f"replay.run={experiment}/*", "replay.rounds=2"]))
+    assert [r.run for r in results if r.difference is not None] == []
+
+
+def test_every_committed_csv_is_rewritten_byte_identically_at_full_precision():
+    for path in sorted(DATA.glob("*.csv")):
+        tidy = read_tidy_csv(path)
+        missing = [column for column in PROVENANCE_COLUMNS if tidy[column].isna().all()]
+        assert tidy_csv_bytes(tidy.drop(columns=missing)) == path.read_bytes(), path
+
+
+def test_floats_are_written_to_round_trip():
+    values = [0.1 + 0.2, -498.86, 1 / 3, 50.0, 1e-7, math.pi * 1e12, float("nan")]
+    frame = pd.DataFrame({"value": values})
+    back = pd.read_csv(pd.io.common.BytesIO(tidy_csv_bytes(frame)))["value"].tolist()
+    assert back[:-1] == values[:-1] and math.isnan(back[-1])
+    assert tidy_csv_bytes(frame).decode().splitlines()[4] == "50"
+
+
+def test_a_run_records_its_code_and_library_versions_and_its_tidy_rows_carry_them(tmp_path):
+    cfg = compose_config([*TINY, f"runs_root={tmp_path}"])
+    run_task(cfg)
+    [process] = json.loads((run_dir(cfg) / "summary.json").read_text())["provenance"]
+    commit, dirty = code_version()
+    assert (process["code_commit"], process["code_dirty"]) == (commit, dirty) and commit is not None
+    versions = dict(item.split("==") for item in process["versions"].split(";"))
+    assert {"torch", "numpy", "gymnasium"} <= versions.keys()
+    rows = tidy_from_runs(tmp_path)
+    assert list(rows.columns[: len(TIDY_COLUMNS)]) == TIDY_COLUMNS
+    assert set(rows["code_commit"]) == {commit} and set(rows["versions"]) == {process["versions"]}
+
+
+def test_a_run_resumed_under_other_versions_lists_both(tmp_path):
+    cfg = compose_config([*TINY, f"runs_root={tmp_path}", "env.rounds=3"])
+    path = run_dir(cfg)
+    create_run_dir(path, str(tmp_path))
+    write_identity(path, cfg)
+    train(cfg, path, Resume(), last_round=1)  # stopped after round 1, as by an interrupt
+    summary = json.loads((path / "summary.json").read_text())
+    assert not (path / "DONE").exists() and summary["rounds_completed"] == 1
+    earlier = {"code_commit": "0" * 40, "code_dirty": False, "versions": "torch==0.0"}
+    (path / "summary.json").write_text(json.dumps(summary | {"provenance": [earlier]}))
+    run_task(cfg)  # resumes under this checkout's code and versions
+    processes = json.loads((path / "summary.json").read_text())["provenance"]
+    assert processes[0] == earlier and len(processes) == 2
+    rows = tidy_from_runs(tmp_path)
+    assert set(rows["code_commit"]) == {f"{'0' * 40}+{processes[1]['code_commit']}"}
