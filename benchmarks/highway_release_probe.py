@@ -4,7 +4,7 @@ Measures standard PPO's test-return scale and how fast it plateaus, so that high
 compared (benchmarks/highway_paper_env.md). It imports nothing from rlinfluence unless --env-id names our
 simulator, so it runs unchanged in a scratch venv with an old highway-env release.
 
-Settings (paper-spec 5.1/5.2, conf/env/highway.yaml): one env, n_steps 2,048 per round, batch 64, 10 epochs,
+Settings (docs/settings.md, conf/env/highway.yaml): one env, n_steps 2,048 per round, batch 64, 10 epochs,
 SGD lr 5e-3 (plain torch SGD), SB3's other defaults (gamma 0.99, GAE 0.95, clip 0.2, ent 0, vf 0.5,
 max_grad_norm 0.5). Test: stochastic policy (deterministic=False), like the authors' test script, on the
 authors' constructor (Kinematics, DiscreteMetaAction, vehicles_count given by --eval-vehicles), one fixed

@@ -417,7 +417,7 @@ def test_main_from_config_reads_the_figures_node(tmp_path):
 
 
 def test_paper_table5_rt_peak_is_its_time_to_peak_over_the_whole_standard_run():
-    # paper-spec §6: the paper's RT_peak column is 1 − (IIF time to peak) / (standard total time);
+    # docs/metrics.md#runtime: the paper's RT_peak column is 1 − (IIF time to peak) / (standard total time);
     # this guards the transcription of the Table 5 numbers.
     for row in paper.TABLE5.values():
         rt_peak = (1 - row["to_peak_iif"][0] / row["total_std"][0]) * 100

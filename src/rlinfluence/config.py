@@ -66,7 +66,8 @@ class LMEnvConfig:
     ratio_threshold: float = 10.0  # a minibatch whose mean ratio exceeds this is skipped (TRL)
     kl: KLControlConfig = field(default_factory=KLControlConfig)
     # The authors' influence differentiated pg_loss + vf_coef * vf_loss, so the value loss reached the
-    # LoRA weights through the shared backbone (paper-spec 9). false: the policy loss alone.
+    # LoRA weights through the shared backbone (docs/algorithm.md#language-models). false: the policy
+    # loss alone.
     influence_value_loss: bool = False
 
 
@@ -195,7 +196,7 @@ class InfluenceConfig:
 class CollectionConfig:
     """How a round's rollout continues from the previous one. Clean (all false): one continuous run, as
     standard PPO does. The authors' IIF started every round in a fresh process seeded with the run
-    seed; each part of that is a switch here so it can be measured alone (paper-spec §3.1, §9)."""
+    seed; each part of that is a switch here so it can be measured alone (docs/algorithm.md#protocols)."""
 
     abandon_unfinished: bool = False  # reset every env at a round's start: the episode in progress is lost
     repeat_starts: bool = False  # every round replays the same sequence of seeded episode starts

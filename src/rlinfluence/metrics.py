@@ -5,8 +5,8 @@ completed PPO updates, so entry 0 evaluates the initial policy that both arms sh
 round that was not evaluated (eval cadence > 1); such rounds never reach a level and never set one.
 
 Speed-ups compare a method (IIF, or a baseline) with standard PPO run with the same seed. The paper
-leaves several details open; the choices below follow the PROPOSAL of paper-spec §6 and each
-function's docstring says which it makes.
+leaves several details open; docs/metrics.md states the choices made here, and each function's
+docstring says which it makes.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class LevelReductions:
     def reductions(self) -> np.ndarray:
         """(1 − m_method(v) / m_std(v)) · 100 %; negative when the method is slower.
 
-        A level the method never reaches counts as 0 % (paper-spec §6 PROPOSAL), so an unreached
+        A level the method never reaches counts as 0 % (docs/metrics.md#sample-efficiency), so an unreached
         level neither rewards nor punishes the method; `n_unreached` says how often that happened.
         """
         return np.where(self.reached, (1.0 - self.method_rounds / self.std_rounds) * 100.0, 0.0)
@@ -128,7 +128,7 @@ def se_peak(std_curve, method_curve) -> float:
 def training_time(frame: pd.DataFrame) -> np.ndarray:
     """Per-round training wall-clock seconds of one run: collection + influence + update.
 
-    Evaluation is excluded (paper-spec §6 PROPOSAL). Round 0 has no training, so its entry is 0.
+    Evaluation is excluded (docs/metrics.md#runtime). Round 0 has no training, so its entry is 0.
     """
     return frame[list(TRAINING_TIME_COLUMNS)].sum(axis=1).to_numpy(dtype=float)
 

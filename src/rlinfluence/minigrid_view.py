@@ -2,11 +2,10 @@
 
 Stock MiniGrid builds the 7x7 egocentric view from scratch after every action: it slices the
 grid into a new `Grid` of fresh `Wall` objects, rotates it cell by cell once per heading, runs the
-occlusion sweep and encodes the result, all in Python (~0.3 ms a step on an idle core; two thirds
-of a MiniGrid IIF run's time in a cProfile of its first rounds, most of it in evaluation's
-episodes). In an Empty room nothing but the agent ever changes: there is nothing to pick up, drop
-or toggle, so the grid stays as `reset` drew it and the view is a function of the agent's pose
-(cell, heading) alone.
+occlusion sweep and encodes the result, all in Python, which dominates a MiniGrid run's time, most
+of it in the evaluation's episodes (measured: benchmarks/README.md). In an Empty room nothing but
+the agent ever changes: there is nothing to pick up, drop or toggle, so the grid stays as `reset`
+drew it and the view is a function of the agent's pose (cell, heading) alone.
 
 `FastViewEmptyEnv` therefore asks the library's own `gen_obs` for a pose's view the first time the
 agent is there and then returns a copy of it: every image is one the library computed, for the same

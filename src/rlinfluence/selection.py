@@ -144,8 +144,8 @@ class DropMostNegativeEntropyGuarded(DropMostNegative):
     Why: a record's influence on f_return is negative when its advantage contradicts the direction the
     round's policy gradient already moves, so IIF drops the counter-evidence and each update amplifies
     the current consensus; without an entropy bonus an early wrong consensus then becomes a
-    deterministic policy that never finds the reward again (FrozenLake seed 3: entropy 1.39 → 0.12 nats
-    by round 12). Standard PPO, which keeps the counter-evidence, does not collapse.
+    deterministic policy that never finds the reward again (paper_figures/README.md, *Collapse*).
+    Standard PPO, which keeps the counter-evidence, does not collapse.
 
     The guard: e_i = the record's influence on the policy's mean entropy over the buffer's states
     (`EntropyTarget`; e_i < 0: training on it sharpens the policy). To first order the kept set's update

@@ -1,4 +1,4 @@
-"""What the paper reports (paper-spec §7), so that every table shows "ours" beside "paper".
+"""What the paper reports (Fig. 6b, Tables 2-6), so that every table shows "ours" beside "paper".
 
 Values are (mean, ±) pairs as printed; "±" is whatever the paper printed (it does not say whether
 it is a standard deviation or a standard error). Percentages are in %, runtimes in seconds.
@@ -18,7 +18,7 @@ ENV_TITLES = {
     "pong": "Pong",
 }
 
-# The IIF drop percentage p the paper used in each environment (paper-spec §5.2). Baselines that
+# The IIF drop percentage p the paper used in each environment (docs/settings.md). Baselines that
 # drop records (random, advantage heuristics) use the same p as IIF in that environment.
 IIF_P = {
     "frozenlake": 50.0,

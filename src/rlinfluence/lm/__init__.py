@@ -1,5 +1,5 @@
 """The language-model path (env.agent=lm): LM-PPO with LoRA on a causal LM, detoxified against a reward
-model, with IIF's per-sequence influence on the LoRA weights (paper §5.3, paper-spec 1.2, 5.3).
+model, with IIF's per-sequence influence on the LoRA weights (paper §5.3; docs/algorithm.md#language-models).
 
 hub: models and data sets by name · tiny: the offline corpus, tokenizer and GPT-Neo of env=toxicity_tiny ·
 prompts: train / val / eval queries · reward: reward model and toxicity classifier · policy: LM + LoRA +

@@ -1,4 +1,4 @@
-"""Per-sequence influence on the LoRA weights (paper-spec 1.2), positive = helpful.
+"""Per-sequence influence on the LoRA weights (docs/algorithm.md#language-models), positive = helpful.
 
 score_i = ⟨∇ℓ_i(θ_k), ∇L_f(θ_k)⟩ over the LoRA A and B matrices only, where ℓ_i is record i's policy loss
 (ppo.record_losses; plus vf_coef · its value loss with env.lm.influence_value_loss, the authors' leak)

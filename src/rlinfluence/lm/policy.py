@@ -1,5 +1,5 @@
 """The policy: a causal LM with LoRA adapters and a scalar value head; the reference is the same model
-with the adapters switched off (paper-spec 5.3: trainable = LoRA and value head).
+with the adapters switched off (docs/settings.md#language-models: trainable = LoRA and value head).
 
 The whole model stays in eval mode (dropout off, LoRA dropout included), as the authors ran both arms:
 then a record's loss is a deterministic function of the weights, which the influence scores need.

@@ -1,7 +1,7 @@
 """The queries a run trains on, attributes against and evaluates on, as token-id lists.
 
-Real (env=toxicity, paper-spec 5.3): RealToxicityPrompts' train split filtered to prompt toxicity >
-`min_prompt_toxicity`; each query is the first L tokens of prompt + continuation, L drawn in
+Real (env=toxicity, docs/settings.md#language-models): RealToxicityPrompts' train split filtered to
+prompt toxicity > `min_prompt_toxicity`; each query is the first L tokens of prompt + continuation, L drawn in
 `query_tokens`; the first `1 - test_fraction` of the rows train, the first `val_size` rows of the rest are
 the val prompts of f_seq. Evaluation: Wiki-Toxic's test comments with label 1 (toxic), the first
 `eval.episodes` of them, cut to 2,000 characters. Tiny (env=toxicity_tiny): the same cuts of the toxic
