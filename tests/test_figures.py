@@ -427,7 +427,8 @@ def test_paper_table5_rt_peak_is_its_time_to_peak_over_the_whole_standard_run():
 def test_two_runs_claiming_the_same_seed_are_an_error(tmp_path):
     write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
     shutil.copytree(tmp_path / "runs" / "main", tmp_path / "runs" / "backup" / "main")
-    with pytest.raises(ValueError, match="several runs share"):
+    with pytest.raises(RunDirError, match=r"several runs share experiment/env/method_tag/protocol/seed "
+                                          r"main/acrobot/ppo/clean/0 \(.*/backup/main/acrobot/sgd/ppo/seed0, "):
         tidy_from_runs(tmp_path / "runs")
 
 

@@ -216,8 +216,10 @@ class LoggerConfig:
 @dataclass
 class FiguresConfig:
     data_dir: str = "paper_figures/data"
-    out_dir: str = "paper_figures"
+    out_dir: Optional[str] = None  # null: paper_figures, or <runs_root>/<experiment>/figures with `experiment`
     runs_root: Optional[str] = None  # refresh data_dir from these run dirs first
+    # One experiment's own curves and tables, drawn from runs_root's run dirs; the paper's data is left alone.
+    experiment: Optional[str] = None
     # `<experiment>/<env>` groups whose committed runs a refresh may replace by runs made with other settings
     replace: list[str] = field(default_factory=list)
 

@@ -10,7 +10,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from rlinfluence.config import ConfigError
-from rlinfluence.figures.regenerate import MADE, MISSING, PARTIAL, in_repo, main_from_config, regenerate
+from rlinfluence.figures.experiment import EnvComparison, check_experiment, experiment_figures
+from rlinfluence.figures.regenerate import (MADE, MISSING, PAPER_OUT_DIR, PARTIAL, in_repo, main_from_config, out_dir,
+                                            regenerate)
 from rlinfluence.figures.runs import tidy_from_runs
 from rlinfluence.paths import REPO_ROOT
 from rlinfluence.validation import check_writable
@@ -24,18 +26,30 @@ def check_figures(cfg: DictConfig) -> None:
                               ("figures.runs_root", cfg.figures.runs_root, Path.cwd())):
         if given is not None and not (start / given).is_dir():  # an absolute `given` ignores `start`
             raise ConfigError(f"{key}={given} is not a directory (relative paths start at {start})")
-    check_writable("figures.out_dir", in_repo(cfg.figures.out_dir))
-    if cfg.figures.runs_root is not None:  # the refresh rewrites the tidy CSVs
+    if cfg.figures.experiment is not None:
+        check_experiment(cfg.figures)  # first: it needs figures.runs_root, where its out_dir is by default
+    check_writable("figures.out_dir", out_dir(cfg.figures))
+    if cfg.figures.runs_root is not None and cfg.figures.experiment is None:  # the refresh rewrites the tidy CSVs
         check_writable("figures.data_dir", in_repo(cfg.figures.data_dir))
 
 
 @register("figures", check=check_figures)
-def figures(cfg: DictConfig) -> list[tuple[str, str, str]]:
+def figures(cfg: DictConfig) -> list[tuple[str, str, str]] | list[EnvComparison]:
+    if cfg.figures.experiment is not None:
+        return own_experiment(cfg)
     results = main_from_config(cfg)
     counts = Counter(status for _, status, _ in results)
     print(f"rlinfluence: {counts[MADE]} made, {counts[PARTIAL]} partial, {counts[MISSING]} missing (MISSING.md), "
-          f"written to {cfg.figures.out_dir}")
+          f"written to {cfg.figures.out_dir or PAPER_OUT_DIR}")
     return results
+
+
+def own_experiment(cfg: DictConfig) -> list[EnvComparison]:
+    comparisons = experiment_figures(cfg.figures)
+    envs = ", ".join(f"{c.env} ({c.table['Arm'].size} arm(s), {c.per_seed['seed'].nunique()} seed(s))"
+                     for c in comparisons)
+    print(f"rlinfluence: {cfg.figures.experiment}: curves and table of {envs}, written to {out_dir(cfg.figures)}")
+    return comparisons
 
 
 __all__ = ["main_from_config", "regenerate", "tidy_from_runs"]

@@ -66,6 +66,11 @@ CPU_EVALUATION = {"acrobot": "eval.episodes=100", "minigrid": "eval.episodes=100
                   "highway": "eval.episodes=50", "bipedalwalker": "eval.every=5 eval.episodes=50"}
 
 
+def run_name(method_tag: str, protocol: str) -> str:
+    """A run's method tag and protocol as its run dir names them (rundir.run_leaf, without the hash)."""
+    return method_tag if protocol == CLEAN else f"{method_tag}-{protocol}"
+
+
 @dataclass(frozen=True)
 class Runs:
     """The runs an output needs: every arm in every env under each protocol, with at least `seeds`
@@ -107,7 +112,7 @@ class Runs:
             for protocol in self.protocols:
                 rows = tidy[(tidy["experiment"] == experiment) & (tidy["env"] == env)
                             & (tidy["protocol"] == protocol) & (tidy["method_tag"] == tag)]
-                name = tag if protocol == CLEAN else f"{tag}-{protocol}"
+                name = run_name(tag, protocol)
                 seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = set(rows["seed"])
                 parts.append(rows.assign(arm=arm.label))
         return pd.concat(parts).sort_index(), seeds, set.intersection(*seeds.values())
@@ -245,7 +250,8 @@ def _pm_over_seeds(values: pd.Series, digits: int) -> str:
     missing = int(values.isna().sum())
     if missing == len(values):
         return f"none ({missing} of {missing} seeds)"
-    summary = _pm(values.mean(), values.std(), digits)
+    # One value has no spread: the mean alone, not "± nan".
+    summary = _pm(values.mean(), values.std(), digits) if len(values) - missing > 1 else f"{values.mean():.{digits}f}"
     return f"{summary} (none for {missing} of {len(values)} seeds)" if missing else summary
 
 
@@ -291,12 +297,19 @@ def _efficiency_table(rows: pd.DataFrame, arms: tuple[Arm, ...], keys: list[str]
 
 
 def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
-    """Test return against round, one panel per env, mean ± 95 % t-interval over seeds; one line
-    style per protocol when the output compares protocols."""
-    envs, arms, protocols = output.runs.envs, output.runs.arms, output.runs.protocols
+    """The output's arms in each of its envs (`curves_figure`), one line style per protocol it compares."""
+    runs = output.runs
+    return curves_figure(rows, runs.envs, [arm.label for arm in runs.arms], f"{output.title}: {output.caption}",
+                         runs.protocols)
+
+
+def curves_figure(rows: pd.DataFrame, envs: tuple[str, ...], arms: list[str], title: str,
+                  protocols: tuple[str, ...] = ()) -> Figure:
+    """Test return against round, one panel per env, one colour per label in `arms` (the rows' `arm`),
+    mean ± 95 % t-interval over seeds; one line style per protocol when `protocols` has several."""
     ncols = min(len(envs), 3)
     nrows = -(-len(envs) // ncols)
-    palette = dict(zip([arm.label for arm in arms], sns.color_palette("colorblind", len(arms))))
+    palette = dict(zip(arms, sns.color_palette("colorblind", len(arms))))
     dashes = dict(zip(protocols, ["", (4, 2), (1, 1), (6, 2, 1, 2), (2, 4)]))
     with figure_style():
         fig = Figure(figsize=(4.0 * ncols, 3.0 * nrows), layout="constrained")
@@ -306,7 +319,7 @@ def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
             sns.lineplot(data=rows[rows["env"] == env].dropna(subset=["test_return"]),
                          x="round", y="test_return", hue="arm", hue_order=list(palette), palette=palette,
                          errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax, **style)
-            ax.set(title=paper.ENV_TITLES[env], xlabel="round", ylabel="test return")
+            ax.set(title=paper.ENV_TITLES.get(env, env), xlabel="round", ylabel="test return")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         for ax in axes[len(envs):]:
             fig.delaxes(ax)
@@ -316,7 +329,7 @@ def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
             handles += [Line2D([], [], color="black", dashes=dashes[protocol] or (None, None)) for protocol in protocols]
             labels += [f"protocol {protocol}" for protocol in protocols]
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 3 * ncols), frameon=False)
-        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+        fig.suptitle(title, wrap=True)
     return fig
 
 

@@ -167,11 +167,24 @@ def in_repo(path: str | Path) -> Path:
     return REPO_ROOT / path if not Path(path).is_absolute() else Path(path)
 
 
+PAPER_OUT_DIR = "paper_figures"
+
+
+def out_dir(figures) -> Path:
+    """Where task=figures writes: figures.out_dir (the repo's when relative); unset, paper_figures, or with
+    figures.experiment the experiment's own folder beside its runs, <figures.runs_root>/<experiment>/figures."""
+    if figures.get("out_dir") is not None:
+        return in_repo(figures.out_dir)
+    if figures.get("experiment") is not None:
+        return Path(figures.runs_root) / figures.experiment / "figures"
+    return in_repo(PAPER_OUT_DIR)
+
+
 def main_from_config(cfg) -> list[tuple[str, str, str]]:
     """Entry point of `task=figures`: reads figures.data_dir, figures.out_dir (both relative to the repo),
     figures.runs_root (relative to the working directory, as the runs' runs_root) and figures.replace."""
     figures = cfg.figures
-    results = regenerate(in_repo(figures.data_dir), in_repo(figures.out_dir), figures.runs_root,
+    results = regenerate(in_repo(figures.data_dir), out_dir(figures), figures.runs_root,
                          set(figures.get("replace") or ()))
     for name, status, message in results:
         print(f"{status:8s} {name}: {message}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +65,12 @@ def settings_hash(summary: dict) -> str:
     return summary.get("config_hash") or DEFAULT_SETTINGS
 
 
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
 def _read_run(run_dir: Path) -> pd.DataFrame:
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = _summary(run_dir)
     run = {key: summary[key] for key in RUN_COLUMNS if key != "config_hash"}
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
     return rounds.assign(**run, config_hash=settings_hash(summary), run_dir=str(run_dir),
@@ -101,9 +106,14 @@ def sort_tidy(tidy: pd.DataFrame, columns: list[str] = TIDY_COLUMNS) -> pd.DataF
 
 
 def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
-    clashes = tidy[tidy.duplicated(RUN_KEY + ["round"], keep=False)].drop_duplicates(RUN_COLUMNS)
+    """One run per RUN_KEY. The refusal is one line: the first clash, by its run dirs (committed rows: config_hash)."""
+    clashes = tidy[tidy.duplicated(RUN_KEY + ["round"], keep=False)]
     if len(clashes):
-        raise ValueError(f"{where}: several runs share experiment/env/method_tag/protocol/seed:\n{clashes.to_string()}")
+        key = clashes[RUN_KEY].iloc[0]
+        runs = clashes[(clashes[RUN_KEY] == key).all(axis=1)]
+        which = (runs[RUN_DIR] if RUN_DIR in runs else "config_hash " + runs["config_hash"].astype(str)).unique()
+        raise RunDirError(f"{where}: several runs share experiment/env/method_tag/protocol/seed "
+                          f"{'/'.join(map(str, key))} ({', '.join(which)}); a figure draws one run per seed: keep one")
 
 
 def group_name(values) -> str:
@@ -115,10 +125,11 @@ def group_names(fresh: pd.DataFrame, compared: list[str]) -> set[str]:
     return {group_name(group) for group, _ in fresh.groupby(compared)}
 
 
-def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str], where: str) -> None:
+def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str], where: str,
+                      remedy: str | None = None) -> None:
     """The runs of one `compared` group (an experiment's env: its arms and seeds) are compared with each
     other, so they must have been made with the same settings: one config_hash (rows without one are not
-    known to differ)."""
+    known to differ). `remedy` ends the refusal; by default, the ways out for the committed data."""
     runs = tidy.drop_duplicates(run_key).dropna(subset=["config_hash"])
     for group, of_group in runs.groupby(compared):
         counts = of_group.groupby("config_hash")["seed"].size()
@@ -127,9 +138,9 @@ def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str
             raise RunDirError(
                 f"{where}: the runs of {group_name(group)} were made with different settings (runs per "
                 f"config_hash: {', '.join(f'{h} {n}' for h, n in counts.items())}), e.g. "
-                f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; rerun those with the "
-                f"others' command (paper_figures/MISSING.md), move them to another experiment_name, or replace "
-                f"the committed ones with {REPLACE_KEY}=[{group_name(group)}]")
+                f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; " + (remedy or (
+                    f"rerun those with the others' command (paper_figures/MISSING.md), move them to another "
+                    f"experiment_name, or replace the committed ones with {REPLACE_KEY}=[{group_name(group)}]")))
 
 
 def _fresh_settings(fresh: pd.DataFrame) -> dict[str, dict]:
@@ -181,15 +192,26 @@ def merge_fresh_runs(path: Path, fresh: pd.DataFrame, run_key: list[str], compar
     return merged, refresh
 
 
-def tidy_from_runs(runs_root: str | Path) -> pd.DataFrame:
-    """One row per (finished control run, round) under `runs_root`, columns TIDY_COLUMNS and RUN_DIR.
+def _control_runs(run_dirs: list[Path]) -> list[Path]:
+    return [run_dir for run_dir in run_dirs if run_agent(run_dir) == "control"]
+
+
+def run_experiments(runs_root: str | Path) -> list[str]:
+    """The experiments of the finished control runs under `runs_root`, sorted."""
+    return sorted({_summary(run_dir)["experiment"] for run_dir in _control_runs(scan_runs(runs_root).finished)})
+
+
+def tidy_from_runs(runs_root: str | Path, experiments: Collection[str] | None = None) -> pd.DataFrame:
+    """One row per (finished control run, round) under `runs_root`, columns TIDY_COLUMNS and RUN_DIR;
+    with `experiments`, those experiments' only (the runs of others are neither read nor checked).
 
     Runs without DONE are skipped and logged; `scan_runs` lists them.
     """
     scan = scan_runs(runs_root)
     for run_dir in scan.unfinished:
         log.warning("skipping unfinished run (no DONE): %s", run_dir)
-    finished = [run_dir for run_dir in scan.finished if run_agent(run_dir) == "control"]
+    finished = [run_dir for run_dir in _control_runs(scan.finished)
+                if experiments is None or _summary(run_dir)["experiment"] in experiments]
     if not finished:
         return pd.DataFrame(columns=TIDY_COLUMNS + [RUN_DIR])
     tidy = sort_tidy(pd.concat([_read_run(d) for d in finished], ignore_index=True), TIDY_COLUMNS + [RUN_DIR])
