@@ -21,8 +21,8 @@ from rlinfluence.figures.outputs import (_CURVES_NOTE, _RT_NOTE, _SE_NOTE, EFFIC
                                          _final_return, _pm_over_seeds, curves_figure, run_name)
 from rlinfluence.figures.regenerate import in_repo, out_dir
 from rlinfluence.figures.render import save_figure, save_table
-from rlinfluence.figures.runs import (COMPARED, CSV_FLOAT_FORMAT, RUN_KEY, check_one_setting, run_experiments,
-                                      tidy_from_runs)
+from rlinfluence.figures.runs import (COMPARED, RUN_KEY, check_one_setting, run_experiments,
+                                      tidy_csv_bytes, tidy_from_runs)
 
 FINAL = "final_test_return"
 PER_SEED_COLUMNS = ["arm", "method_tag", "protocol", "seed", FINAL, *EFFICIENCY_COLUMNS, "levels", "unreached"]
@@ -96,7 +96,7 @@ class EnvComparison:
 
     def write(self, directory: Path) -> list[Path]:
         per_seed_csv = directory / f"{self.env}_per_seed.csv"
-        per_seed_csv.write_text(self.per_seed.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
+        per_seed_csv.write_bytes(tidy_csv_bytes(self.per_seed))
         return [*save_figure(self.curves, directory / f"{self.env}_curves"),
                 *save_table(self.table, directory / f"{self.env}_table", self.caption), per_seed_csv]
 
