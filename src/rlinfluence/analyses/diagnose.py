@@ -111,7 +111,7 @@ def check_diagnose(cfg: DictConfig) -> None:
 def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     cfg = trainer.cfg
     before_round(trainer, run_dir, k)
-    buffer = trainer.collect()
+    buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
     seed_seq = np.random.SeedSequence([cfg.seed, k])
     advantage, advantage_se = true_advantages(trainer.model, cfg.env, buffer, cfg.analysis.diagnose.rollouts,
