@@ -115,6 +115,26 @@ def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+# Runs `python -m rlinfluence <argv>` in this process, then prints the plotting and task modules it loaded.
+IMPORT_PROBE = """import runpy, sys
+sys.argv[0] = "rlinfluence"
+try:
+    runpy.run_module("rlinfluence", run_name="__main__")
+finally:
+    print(sorted(m for m in sys.modules if m.split(".")[0] in ("matplotlib", "seaborn")
+                 or m.startswith(("rlinfluence.analyses", "rlinfluence.figures"))))
+"""
+
+
+def test_a_training_command_imports_no_plotting_or_analysis_code(tmp_path):
+    result = subprocess.run([sys.executable, "-c", IMPORT_PROBE, f"runs_root={tmp_path}", "logger=disabled",
+                             "progress=false", "env.n_steps=64", "ppo.batch_size=32", "env.rounds=1", "eval.episodes=2"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert next(tmp_path.rglob("DONE"))  # it trained
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_a_rejected_command_leaves_a_finished_runs_record_untouched(tmp_path):
     base = [sys.executable, "-m", "rlinfluence", f"runs_root={tmp_path}", "logger=disabled", "progress=false",
             "env.n_steps=64", "ppo.batch_size=32", "env.rounds=1", "eval.episodes=2"]
