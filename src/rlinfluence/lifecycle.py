@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import rundir
 from rlinfluence.checkpoint import SUMMARY
-from rlinfluence.envs import env_optimizer
+from rlinfluence.config import OptimizerConfig
 from rlinfluence.round import Resume, read_resume, reset_run, train
 
 
@@ -52,8 +52,10 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
 
 
 def announce_env_optimizer(cfg: DictConfig) -> None:
-    """BipedalWalker and Pong switch to Adam (their paper settings): say so on the console."""
-    if cfg.optimizer.name == env_optimizer(cfg.env.name):
+    """BipedalWalker and Pong switch from the default optimizer to Adam (their paper settings): say so on
+    the console when the run trains with its env's choice."""
+    env_choice = rundir.preset(cfg.env.name).optimizer.name
+    if cfg.optimizer.name == env_choice != OptimizerConfig.name:
         print(f"rlinfluence: env={cfg.env.name} trains with optimizer={cfg.optimizer.name}, as its config "
               f"(conf/env/{cfg.env.name}.yaml) sets", file=sys.stderr)
 

@@ -261,7 +261,7 @@ class DropAdvantageMismatch(SelectionMethod):
                               "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)")
         check_p(cfg)
         if cfg.env.state_key is None:
-            from rlinfluence.envs import envs_with_state_key
+            from rlinfluence.rundir import envs_with_state_key  # it imports this module
 
             raise ConfigError(f"method=advantage needs Monte-Carlo advantages over discrete states, which "
                               f"env={cfg.env.name} does not expose (env.state_key is unset); envs that do: "

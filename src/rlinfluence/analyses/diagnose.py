@@ -22,10 +22,11 @@ from tqdm import tqdm
 from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
                                                check_rounds)
 from rlinfluence.config import ConfigError, EnvConfig
-from rlinfluence.envs import STATE_SETTERS, envs_with_state_key, make_env
+from rlinfluence.envs import STATE_SETTERS, make_env
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
+from rlinfluence.rundir import envs_with_state_key
 from rlinfluence.seeding import torch_generator
 from rlinfluence.tasks import register
 
