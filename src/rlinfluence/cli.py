@@ -1,7 +1,7 @@
 """The single entry point: `rlinfluence` / `python -m rlinfluence` (a Hydra app).
 
 `task=train` (default) trains one run into its run dir (rundir.py: the directory is the run's whole
-configuration), resuming from its checkpoint and skipping it when it is already finished;
+configuration), resuming from its checkpoint and skipping it when it is already finished (lifecycle.py);
 every other `task=` is a registered task (tasks.py: `figures` regenerates the paper's tables and
 figures, `diagnose` and `intervene` are the analyses of analyses/). A command that cannot run as given (a
 config error, a run dir it cannot continue) is refused in one line with exit code 2 before it writes
