@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.round import Trainer
+from rlinfluence.round import Trainer, run_round
 
 SIMULATORS = ["library", "ours"]
 BLOCK = 100
@@ -54,7 +54,7 @@ def round_and_evaluation(title: str, preset: Callable[..., DictConfig], library_
         env_id = [f"env.id={library_id}"] if name == "library" else []
         trainer = Trainer(preset("method=iif", "logger=disabled", "progress=false", *env_id))
         cpu = time.process_time()
-        row = trainer.run_round(1)
+        row = run_round(trainer, 1)
         cpu = time.process_time() - cpu
         trainer.close()
         training = sum(row[f"time_{part}"] for part in ("collect", "influence", "select", "update"))

@@ -51,7 +51,7 @@ def exact_advantages(model, env, gamma: float) -> np.ndarray:
 def test_monte_carlo_true_advantage_converges_to_the_exact_one(tiny_config):
     cfg = tiny_config("env=frozenlake", "env.n_steps=128")
     trainer = Trainer(cfg)
-    buffer = trainer.collect()
+    buffer = trainer.collect(1)
     advantage, advantage_se = true_advantages(trainer.model, cfg.env, buffer, rollouts=400, gamma=cfg.ppo.gamma,
                                               seed_seq=np.random.SeedSequence(0))
     env = make_env(cfg.env)

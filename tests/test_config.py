@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from omegaconf.errors import ValidationError
 from conftest import compose_config
 from rlinfluence.config import ConfigError
 from rlinfluence.lm.hub import HubAssetMissing
-from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.paths import CONFIG_DIR, PACKAGE_DIR, REPO_ROOT
 from rlinfluence.rundir import relative_run_dir, run_dir
 from rlinfluence.validation import validate
 
@@ -99,6 +100,19 @@ def test_wrong_type_names_the_key():
     assert isinstance(error.value.__cause__, ValidationError) and "Integer" in str(error.value.__cause__)
 
 
+def test_the_package_ships_every_config_file():
+    """A wheel carries conf/ as package data (pyproject.toml), which is how an installed package finds it."""
+    setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+    def matching(patterns: list[str]) -> set[Path]:
+        return {path for pattern in patterns for path in PACKAGE_DIR.glob(pattern)}
+
+    shipped = matching(setuptools["package-data"]["rlinfluence"])
+    shipped -= matching(setuptools["exclude-package-data"]["rlinfluence"])
+    assert shipped == {path for path in (PACKAGE_DIR / "conf").rglob("*.yaml") if "local" not in path.parts}
+    assert Path(CONFIG_DIR) == REPO_ROOT / "conf"  # in a checkout, the repo's own conf/
+
+
 def test_misspelt_key_is_rejected():
     with pytest.raises(ConfigCompositionException) as error:
         compose_config(["ppo.batchsize=32"])
@@ -113,6 +127,27 @@ def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
         "rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
         "(percent of negative-influence records to drop)"]
     assert not any(tmp_path.iterdir())
+
+
+# Runs `python -m rlinfluence <argv>` in this process, then prints the plotting and task modules it loaded.
+IMPORT_PROBE = """import runpy, sys
+sys.argv[0] = "rlinfluence"
+try:
+    runpy.run_module("rlinfluence", run_name="__main__")
+finally:
+    print(sorted(m for m in sys.modules if m.split(".")[0] in ("matplotlib", "seaborn")
+                 or m.startswith(("rlinfluence.analyses", "rlinfluence.figures"))))
+"""
+
+
+def test_a_training_command_imports_no_plotting_or_analysis_code(tmp_path):
+    tiny_run = [f"runs_root={tmp_path}", "logger=disabled", "progress=false", "env.n_steps=64", "ppo.batch_size=32",
+                "env.rounds=1", "eval.episodes=2"]
+    result = subprocess.run([sys.executable, "-c", IMPORT_PROBE, *tiny_run], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert next(tmp_path.rglob("DONE"))  # it trained
+    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_a_rejected_command_leaves_a_finished_runs_record_untouched(tmp_path):

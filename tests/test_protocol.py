@@ -16,7 +16,7 @@ import torch
 from rlinfluence.collect import collect_rollout
 from rlinfluence.config import PPOConfig
 from rlinfluence.influence import chunk_normalized_advantages, influence_scores, reference_scores
-from rlinfluence.round import Trainer
+from rlinfluence.round import Trainer, run_round
 from rlinfluence.rundir import protocol_tag, relative_run_dir
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
@@ -179,15 +179,15 @@ def test_paper_protocol_resumes_to_the_uninterrupted_run():
         return [{k: v for k, v in row.items() if not k.startswith("time_")} for row in rows]
 
     whole = Trainer(cfg)
-    uninterrupted = results([whole.run_round(k) for k in range(1, 5)])
+    uninterrupted = results([run_round(whole, k) for k in range(1, 5)])
     first = Trainer(cfg)
-    before = results([first.run_round(k) for k in (1, 2)])
+    before = results([run_round(first, k) for k in (1, 2)])
     saved = io.BytesIO()
     torch.save(first.state_dict(2), saved)
     saved.seek(0)
     resumed = Trainer(cfg)
     assert resumed.load_state_dict(torch.load(saved, weights_only=False)) == 2
-    after = results([resumed.run_round(k) for k in (3, 4)])
+    after = results([run_round(resumed, k) for k in (3, 4)])
     assert before + after == uninterrupted
     for trainer in (whole, first, resumed):
         trainer.close()

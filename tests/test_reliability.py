@@ -20,11 +20,12 @@ import pytest
 
 from conftest import TINY, compose_config
 from rlinfluence.checkpoint import RunDirError
-from rlinfluence.cli import announce_env_optimizer, quiet_libraries, run_task
+from rlinfluence.cli import quiet_libraries, run_task
+from rlinfluence.lifecycle import announce_env_optimizer
 from rlinfluence.config import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.paths import CONFIG_DIR
-from rlinfluence.tasks import task_names
+from rlinfluence.tasks import TASK_MODULES, TASKS, load_task, task_names
 from rlinfluence.rundir import check_identity, config_hash, relative_run_dir, run_dir, write_identity
 from rlinfluence.validation import validate
 
@@ -460,6 +461,12 @@ def test_help_names_every_task_and_every_option_of_every_group():
             assert f"\n  {group.name} " in result.stdout, group.name
             for option in group.glob("*.yaml"):
                 assert option.stem in result.stdout, f"{group.name}={option.stem}"
+
+
+def test_each_task_module_registers_the_task_named_after_it():
+    for name in TASK_MODULES:
+        assert load_task(name) is TASKS[name], name
+    assert sorted(TASKS) == sorted(TASK_MODULES)  # no module registers a task the registry does not name
 
 
 def test_a_resume_and_an_env_optimizer_are_announced(tmp_path, capsys):

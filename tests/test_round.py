@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from rlinfluence.cli import run_task
-from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, n_to_drop
+from rlinfluence.round import initial_row, run_round
+from rlinfluence.run_logger import COLUMNS
+from rlinfluence.selection import DropMostNegative, DropRandom, Influence, KeepAll, Selection, make_selection, n_to_drop
 from rlinfluence.update import minibatch_ids
 
 TIME_COLUMNS = {"time_collect", "time_influence", "time_select", "time_update", "time_eval"}
@@ -48,6 +50,56 @@ def test_same_seed_gives_identical_metrics(tmp_path, tiny_config, env):
     run_task(tiny_config(f"env={env}", "method=random", "seed=8"), tmp_path / "c")
     assert read_rows(tmp_path / "a/metrics.csv") == read_rows(tmp_path / "b/metrics.csv")
     assert read_rows(tmp_path / "a/metrics.csv") != read_rows(tmp_path / "c/metrics.csv")
+
+
+class ScriptedAgent:
+    """An agent (agents.Agent) reduced to what the loop asks of one: four records a round with influence
+    −2, −1, 0, 1, and a log of the stages in the order the loop calls them."""
+
+    columns = [*COLUMNS, "scripted"]
+
+    def __init__(self, cfg):
+        self.cfg, self.method, self.selection_rng, self.stages = cfg, make_selection(cfg), np.random.default_rng(0), []
+
+    def state_fields(self):
+        return {"scripted": 1.0}
+
+    def collect(self, k):
+        self.stages.append("collect")
+        return np.arange(4)
+
+    def forward(self, k, records):
+        self.stages.append("forward")
+        return {}
+
+    def attribute(self, k, records):
+        self.stages.append("attribute")
+        return Influence(records - 2.0)
+
+    def update(self, k, records, selection, influence):
+        self.stages.append("update")
+        return {"gradient_steps": int(selection.n_kept)}
+
+    def train_return(self, records):
+        return 0.5
+
+    def evaluate(self, k):
+        self.stages.append("evaluate")
+        return {"test_return": float(k), "eval_episodes": 1}
+
+
+def test_the_loop_runs_any_agents_stages_in_order_and_writes_every_column(tiny_config):
+    agent = ScriptedAgent(tiny_config("method=iif", "method.p=100", "env.rounds=3", "eval.every=2"))
+    rows = [initial_row(agent)] + [run_round(agent, k) for k in (1, 2, 3)]
+    assert agent.stages[:7] == ["evaluate", "collect", "forward", "attribute", "update",  # round 1 skips evaluation
+                                "collect", "forward"]
+    assert all(list(row) == agent.columns for row in rows)
+    assert [row["eval_episodes"] for row in rows] == [1, 0, 1, 1]  # eval.every=2, and always the last round
+    assert np.isnan(rows[1]["test_return"]) and rows[2]["test_return"] == 2.0
+    assert (rows[1]["n_records"], rows[1]["n_negative"], rows[1]["n_kept"], rows[1]["gradient_steps"]) == (4, 2, 2, 2)
+    assert rows[3]["env_steps"] == 12 and rows[1]["train_return"] == 0.5 and rows[0]["scripted"] == 1.0
+    assert all(np.isnan(row[column]) for row in rows for column in ("policy_loss", "influence_step_spearman"))
+    assert rows[0]["gradient_steps"] == 0 and np.isnan(rows[0]["kept_fraction"])
 
 
 def test_iif_drops_exactly_the_most_negative_records():

@@ -38,7 +38,7 @@ def test_the_trainer_updates_with_the_rounds_values(tiny_config):
         assert trainer.learning_rate(1) == pytest.approx(3.75e-3)
         assert trainer.ppo_settings(1).clip_range == pytest.approx(0.15)
         assert trainer.ppo_settings(2).clip_range == pytest.approx(0.1) and trainer.cfg.ppo.clip_range == 0.2
-        buffer = trainer.collect()
+        buffer = trainer.collect(2)
         trainer.update(2, buffer, Selection(np.ones(len(buffer), bool)))
         assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-3)
         before = {name: value.clone() for name, value in trainer.model.state_dict().items()}
@@ -56,8 +56,8 @@ def test_constant_is_the_update_with_the_configured_values(tiny_config, optimize
     scheduled_run, plain_run = Trainer(tiny_config(*overrides)), Trainer(tiny_config(*overrides))
     try:
         for k in (1, 2):
-            buffer = scheduled_run.collect()
-            assert torch.equal(buffer.obs, plain_run.collect().obs)
+            buffer = scheduled_run.collect(k)
+            assert torch.equal(buffer.obs, plain_run.collect(k).obs)
             keep = Selection(np.ones(len(buffer), bool))
             stats = scheduled_run.update(k, buffer, keep)
             assert stats == ppo_update(plain_run.model, plain_run.optimizer, buffer, keep, plain_run.cfg.ppo,
@@ -88,7 +88,7 @@ def test_a_linear_run_resumes_and_replays_its_rounds_exactly(tmp_path, tiny_conf
     trainer = Trainer(cfg)
     try:
         start = before_round(trainer, tmp_path / "run", 3)
-        buffer = trainer.collect()
+        buffer = trainer.collect(3)
         rerun_update(trainer, start, buffer, Selection(np.ones(len(buffer), bool)))
         assert matches_run(trainer, tmp_path / "run", 3)
     finally:

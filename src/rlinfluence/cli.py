@@ -1,7 +1,7 @@
 """The single entry point: `rlinfluence` / `python -m rlinfluence` (a Hydra app).
 
 `task=train` (default) trains one run into its run dir (rundir.py: the directory is the run's whole
-configuration), resuming from its checkpoint and skipping it when it is already finished;
+configuration), resuming from its checkpoint and skipping it when it is already finished (lifecycle.py);
 every other `task=` is a registered task (tasks.py: `figures` regenerates the paper's tables and
 figures, `diagnose` and `intervene` are the analyses of analyses/). A command that cannot run as given (a
 config error, a run dir it cannot continue) is refused in one line with exit code 2 before it writes
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import os
 import signal
@@ -25,19 +24,17 @@ from pathlib import Path
 
 import hydra
 from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlinfluence import rundir
-from rlinfluence.checkpoint import SUMMARY, RunDirError
+from rlinfluence.checkpoint import RunDirError
 from rlinfluence.config import ConfigError
-from rlinfluence.envs import env_optimizer
 from rlinfluence.interrupts import RunInterrupted
+from rlinfluence.lifecycle import check_run, start_training
 from rlinfluence.manifest import Composer, expand_sweep
 from rlinfluence.paths import CONFIG_DIR
-from rlinfluence.round import Resume, read_resume, reset_run, train
-from rlinfluence.tasks import TRAIN, load_tasks
+from rlinfluence.tasks import TRAIN, load_task
 from rlinfluence.validation import validate
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
@@ -48,65 +45,8 @@ def run_task(cfg: DictConfig, run_dir: Path | None = None) -> dict | None:
     defaults to the config's own (tests pass a temporary one)."""
     validate(cfg)
     if cfg.task != TRAIN:
-        return load_tasks()[cfg.task](cfg)
+        return load_task(cfg.task)(cfg)
     return start_training(cfg, run_dir or rundir.run_dir(cfg))
-
-
-def check_run(cfg: DictConfig, run_dir: Path) -> Resume | None:
-    """Every check that can refuse a training command on its run dir (made with other settings, files
-    unreadable), before its first write: what the run resumes from, None when it has finished."""
-    if not cfg.force:
-        rundir.check_identity(run_dir, cfg)
-        if rundir.is_done(run_dir):
-            return None
-    return Resume() if cfg.force else read_resume(run_dir)
-
-
-def final_test_return(run_dir: Path) -> str:
-    value = json.loads((run_dir / SUMMARY).read_text())["final_test_return"]
-    return "none" if value is None else f"{value:.6g}"
-
-
-def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
-    """Checks the run dir, creates it, trains; says which run dir and final test return either way."""
-    resume = check_run(cfg, run_dir)
-    if resume is None:
-        print(f"rlinfluence: {run_dir} is already finished, final test return {final_test_return(run_dir)} "
-              f"(force=true reruns it)", file=sys.stderr)
-        return None
-    rundir.create_run_dir(run_dir, cfg.runs_root)
-    if cfg.force:
-        reset_run(run_dir)
-    rundir.write_identity(run_dir, cfg)
-    record_invocation(cfg, run_dir)
-    announce_env_optimizer(cfg)
-    summary = train(cfg, run_dir, resume)
-    print(f"rlinfluence: trained {run_dir} (env.rounds={summary['rounds']}), final test return "
-          f"{final_test_return(run_dir)}", file=sys.stderr)
-    return summary
-
-
-def announce_env_optimizer(cfg: DictConfig) -> None:
-    """BipedalWalker and Pong switch to Adam (their paper settings): say so on the console."""
-    if cfg.optimizer.name == env_optimizer(cfg.env.name):
-        print(f"rlinfluence: env={cfg.env.name} trains with optimizer={cfg.optimizer.name}, as its config "
-              f"(conf/env/{cfg.env.name}.yaml) sets", file=sys.stderr)
-
-
-def record_invocation(cfg: DictConfig, run_dir: Path) -> None:
-    """Hydra's `.hydra/` record (config, hydra, overrides) of the invocation that trains in `run_dir`.
-
-    Hydra's own writing of it is switched off (`hydra.output_subdir: null`): it happens before any
-    check, so a rejected command or a rerun of a finished run would overwrite the record of the
-    invocation that produced the run's results."""
-    if not HydraConfig.initialized():  # called from Python (tests, benchmarks), not from the CLI
-        return
-    hydra_cfg = HydraConfig.get()
-    record = run_dir / ".hydra"
-    record.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, record / "config.yaml")
-    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), record / "hydra.yaml")
-    OmegaConf.save(hydra_cfg.overrides.task, record / "overrides.yaml")
 
 
 def refuse(message: str) -> None:

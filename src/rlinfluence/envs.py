@@ -6,15 +6,12 @@ never asks which env it runs.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.config import EnvConfig
-from rlinfluence.paths import CONFIG_DIR
 
 
 class OneHotObservation(gym.ObservationWrapper):
@@ -133,29 +130,3 @@ def to_env_action(action_space: gym.Space, action: np.ndarray):
     if isinstance(action_space, gym.spaces.Discrete):
         return int(action)
     return np.clip(action, action_space.low, action_space.high)
-
-
-ENV_CONFIG_DIR = Path(CONFIG_DIR) / "env"
-
-
-def envs_with_state_key() -> list[str]:
-    """The `env=` options whose config sets env.state_key (for error messages)."""
-    return sorted(path.stem for path in ENV_CONFIG_DIR.glob("*.yaml")
-                  if OmegaConf.select(OmegaConf.load(path), "env.state_key") is not None)
-
-
-def preset_env(env_name: str) -> DictConfig | None:
-    """The env block of conf/env/<name>.yaml over the schema's defaults (its id, make_kwargs, wrappers, ...);
-    None for a name no file has."""
-    path = ENV_CONFIG_DIR / f"{env_name}.yaml"
-    if not path.exists():
-        return None
-    return OmegaConf.merge(OmegaConf.structured(EnvConfig), OmegaConf.load(path).env)
-
-
-def env_optimizer(env_name: str) -> str | None:
-    """The optimizer an env's config file switches to (`override /optimizer: adam`), if it does."""
-    path = ENV_CONFIG_DIR / f"{env_name}.yaml"
-    defaults = OmegaConf.load(path).get("defaults", []) if path.exists() else []
-    return next((entry["override /optimizer"] for entry in defaults
-                 if isinstance(entry, DictConfig) and "override /optimizer" in entry), None)

@@ -15,7 +15,7 @@ import torch
 from rlinfluence.config import EnvConfig, EvalConfig
 from rlinfluence.envs import make_env, to_env_action
 from rlinfluence.networks import ActorCritic
-from rlinfluence.seeding import torch_generator
+from rlinfluence.seeding import child_stream, torch_generator
 
 
 def is_eval_round(k: int, every: int, rounds: int) -> bool:
@@ -30,15 +30,12 @@ class Evaluator:
         self.seed_seq = seed_seq
 
     def _round_seeds(self, round_index: int) -> tuple[np.ndarray, torch.Generator]:
-        round_seq = np.random.SeedSequence(self.seed_seq.entropy, spawn_key=(*self.seed_seq.spawn_key, round_index))
-        episode_seq, action_seq = round_seq.spawn(2)
+        episode_seq, action_seq = child_stream(self.seed_seq, round_index).spawn(2)
         seeds = np.random.default_rng(episode_seq).integers(2**31 - 1, size=self.episodes)
         return seeds, torch_generator(action_seq)
 
     @torch.no_grad()
     def evaluate(self, model: ActorCritic, round_index: int) -> dict[str, float]:
-        if self.episodes == 0:
-            return {"test_return": float("nan"), "test_return_sem": float("nan"), "eval_episodes": 0}
         seeds, generator = self._round_seeds(round_index)
         returns = np.zeros(self.episodes)
         episode_of = {}  # env slot -> the episode it is running

@@ -1,12 +1,15 @@
-"""Where the checkout's files are: the bottom layer, so that every module may import it.
+"""Where the package's files are: the bottom layer, so that every module may import it.
 
-The package is installed editable from the checkout (see README), so the repo's top-level `conf/` sits
-two levels above this file.
+`conf/` is found through the package, which ships it (pyproject.toml's package data): in a checkout,
+`src/rlinfluence/conf` links to the repo's top-level `conf/`; an installed wheel holds a copy. The
+checkout's other files (paper_figures/, sbatch/, benchmarks/) exist only in a checkout or an editable
+install: `REPO_ROOT` is for them alone.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIG_DIR = str(REPO_ROOT / "conf")
+PACKAGE_DIR = Path(__file__).resolve().parent
+CONFIG_DIR = str((PACKAGE_DIR / "conf").resolve())  # the repo's conf/ itself in a checkout, not the link
+REPO_ROOT = PACKAGE_DIR.parents[1]

@@ -1,4 +1,4 @@
-"""The rollout buffer: one record per environment step, identified by its integer id.
+"""A round's records, and the control agent's: the rollout buffer, one record per environment step.
 
 A record is (s, a, log π_old, V_old, r, done, Â, return, δ). Records are laid out env-major
 (id = env_index * n_steps + t), and every selection, score and minibatch refers to them by id.
@@ -7,9 +7,17 @@ A record is (s, a, log π_old, V_old, r, done, Â, return, δ). Records are laid
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Protocol
 
 import numpy as np
 import torch
+
+
+class Records(Protocol):
+    """What the round loop and the selection methods that serve every agent read of a round's records: how
+    many there are (ids 0..n−1). `RolloutBuffer` (control) and lm/rollout.py's `Sequences` are Records."""
+
+    def __len__(self) -> int: ...
 
 
 @dataclass

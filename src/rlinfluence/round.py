@@ -10,7 +10,9 @@
 
 Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
 config and in the strategy objects (selection, target, action head), never in this loop. `train` drives
-an agent (agents.py): `Trainer` below for the control envs, lm/trainer.py's for language models.
+an agent (agents.Agent): `Trainer` below for the control envs, lm/trainer.py's for language models. The
+loop owns what every agent shares: the order of the stages, their timing, the selection, the row's
+common fields and the NaN of what a round did not measure (a round eval.every skips).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlinfluence.agents import make_agent
+from rlinfluence.agents import Agent, make_agent
 from rlinfluence.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint, save_checkpoint, save_snapshot,
                                     write_json)
 from rlinfluence.collect import TrainEnvs, collect_rollout
@@ -42,12 +44,17 @@ from rlinfluence.records import RolloutBuffer
 from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
 from rlinfluence.run_logger import COLUMNS, RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
-from rlinfluence.selection import Attribute, Selection, make_selection, numeric_p
+from rlinfluence.selection import Attribute, Influence, Selection, make_selection, numeric_p
 from rlinfluence.targets import make_target
 from rlinfluence.update import make_optimizer, ppo_update, scheduled
 from rlinfluence.validation import check_action_target, check_env, require_one_of
 
 NAN = float("nan")
+
+
+@dataclass
+class ControlInfluence(Influence):
+    steps: StepInfluence | None = None  # influence.checkpoints=every_step: summed during the update
 
 
 class Trainer:
@@ -85,26 +92,30 @@ class Trainer:
         self.evaluator = Evaluator(cfg.env, cfg.eval, streams["eval"])
         self.target = make_target(cfg.target, self.envs.observation_space.shape)
         self.method = make_selection(cfg)
-        self.records_per_round = cfg.env.n_envs * cfg.env.n_steps
 
-    def initial_row(self) -> dict[str, Any]:
-        row = dict.fromkeys(("train_return", "n_negative", "policy_loss", "value_loss", "entropy", "approx_kl",
-                             "clip_fraction", "influence_step_spearman"), NAN)
-        row |= {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "kept_fraction": NAN, "gradient_steps": 0,
-                "time_collect": 0.0, "time_influence": 0.0, "time_select": 0.0, "time_update": 0.0}
-        start = time.perf_counter()
-        row |= self.evaluator.evaluate(self.model, 0)
-        return row | {"time_eval": time.perf_counter() - start}
+    # The stages of a round (agents.Agent), each on its own so the analyses (analyses/) can rerun a
+    # round's update from the same state with another selection.
 
-    # The stages of a round, each on its own so the analyses (analyses/) can rerun a round's update
-    # from the same state with another selection.
+    def state_fields(self) -> dict[str, float]:
+        return {}
 
-    def collect(self) -> RolloutBuffer:
+    def collect(self, k: int) -> RolloutBuffer:
+        """Round k's rollout; the envs and RNGs carry on from the round before (k names the round only)."""
         if self.cfg.collection.repeat_action_noise:
             self.action_generator.set_state(self.first_action_state)
+        self.envs.finished_returns.clear()
         self.envs.start_round()
         return collect_rollout(self.model, self.envs, self.cfg.env.n_steps, self.cfg.ppo.gamma,
                                self.cfg.ppo.gae_lambda, self.action_generator)
+
+    def forward(self, k: int, buffer: RolloutBuffer) -> dict[str, float]:
+        """Nothing: collect_rollout computes the log-probs, values and advantages at θ_k."""
+        return {}
+
+    def train_return(self, buffer: RolloutBuffer) -> float:
+        """The mean return of the episodes that finished during the round's collection."""
+        finished = self.envs.finished_returns
+        return float(np.mean(finished)) if finished else NAN
 
     def attribution(self, buffer: RolloutBuffer) -> Attribute:
         """The round's influence scores on any target at θ_k (IIF's target is `self.target`)."""
@@ -125,58 +136,34 @@ class Trainer:
         clip_range = scheduled(self.cfg.ppo.clip_range, self.cfg.ppo.clip_range_schedule, k, self.cfg.env.rounds)
         return OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range})
 
-    def step_influence(self, k: int, buffer: RolloutBuffer) -> StepInfluence | None:
-        """influence.checkpoints=every_step: the paper's multi-checkpoint influence, summed during round k's update."""
-        if self.cfg.influence.checkpoints != "every_step":
-            return None
-        return StepInfluence(self.model, buffer, self.target, self.ppo_settings(k), self.learning_rate(k))
+    def attribute(self, k: int, buffer: RolloutBuffer) -> ControlInfluence:
+        """IIF's scores when the method needs them; with influence.checkpoints=every_step, the paper's
+        multi-checkpoint influence too, summed during round k's update, and the round-start scores it is
+        compared with."""
+        steps = None
+        if self.cfg.influence.checkpoints == "every_step":
+            steps = StepInfluence(self.model, buffer, self.target, self.ppo_settings(k), self.learning_rate(k))
+        if not (self.method.needs_scores or steps):
+            return ControlInfluence()
+        attribute = self.attribution(buffer)
+        return ControlInfluence(attribute(self.target), attribute, steps)
 
     def update(self, k: int, buffer: RolloutBuffer, selection: Selection,
-               step_influence: StepInfluence | None = None) -> dict[str, float]:
-        """Round k's PPO update (k sets the scheduled lr and clip range)."""
+               influence: ControlInfluence | None = None) -> dict[str, float]:
+        """Round k's PPO update (k sets the scheduled lr and clip range); with every-step influence, how
+        well the round-start scores rank it."""
+        steps = influence.steps if influence else None
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate(k)
-        return ppo_update(self.model, self.optimizer, buffer, selection, self.ppo_settings(k), self.shuffle_rng,
-                          on_step=None if step_influence is None else step_influence.add_step)
+        stats = ppo_update(self.model, self.optimizer, buffer, selection, self.ppo_settings(k), self.shuffle_rng,
+                           on_step=None if steps is None else steps.add_step)
+        if steps is None:
+            return stats
+        return stats | {"influence_step_spearman": rank_agreement(influence.scores, steps.scores.cpu().numpy(),
+                                                                  selection.keep)}
 
     def evaluate(self, k: int) -> dict[str, float]:
-        if not is_eval_round(k, self.cfg.eval.every, self.cfg.env.rounds):
-            return {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0}
         return self.evaluator.evaluate(self.model, k)
-
-    def run_round(self, k: int) -> dict[str, Any]:
-        clock = [time.perf_counter()]
-
-        def lap() -> float:
-            clock.append(time.perf_counter())
-            return clock[-1] - clock[-2]
-
-        buffer = self.collect()
-        time_collect = lap()
-        step_influence = self.step_influence(k, buffer)
-        attribute = self.attribution(buffer) if self.method.needs_scores or step_influence else None
-        scores = attribute(self.target) if attribute else None
-        time_influence = lap()
-        selection = self.method.select(buffer, scores, self.selection_rng, attribute)
-        time_select = lap()
-        stats = self.update(k, buffer, selection, step_influence)  # its time includes every-step influence
-        time_update = lap()
-        evaluation = self.evaluate(k)
-        time_eval = lap()
-
-        finished = self.envs.finished_returns
-        row = {
-            "round": k, "env_steps": k * self.records_per_round,
-            "train_return": float(np.mean(finished)) if finished else NAN,
-            "n_records": len(buffer), "n_kept": selection.n_kept, "kept_fraction": selection.n_kept / len(buffer),
-            "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
-            "time_collect": time_collect, "time_influence": time_influence, "time_select": time_select,
-            "time_update": time_update, "time_eval": time_eval,
-            "influence_step_spearman": NAN if step_influence is None else
-            rank_agreement(scores, step_influence.scores.cpu().numpy(), selection.keep),
-        }
-        finished.clear()
-        return row | evaluation | stats
 
     def state_dict(self, k: int) -> dict[str, Any]:
         return {
@@ -203,6 +190,72 @@ class Trainer:
     def close(self) -> None:
         self.envs.close()
         self.evaluator.close()
+
+
+# ----------------------------------------------------------------------------- one round, any agent
+
+STAGE_TIMES = ("time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval")
+
+
+class Stopwatch:
+    """Each stage's seconds, counted from the end of the stage before (a metrics.csv column each)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, column: str) -> None:
+        now = time.perf_counter()
+        self.times[column] = now - self.last
+        self.last = now
+
+
+def metrics_row(agent: Agent, fields: dict[str, Any]) -> dict[str, Any]:
+    """The agent's columns, NaN where the round did not measure them."""
+    return {column: fields.get(column, NAN) for column in agent.columns}
+
+
+def initial_row(agent: Agent) -> dict[str, Any]:
+    """Round 0: the initial policy's evaluation; no other stage has run."""
+    watch = Stopwatch()
+    evaluation = agent.evaluate(0)
+    watch.lap("time_eval")
+    nothing_yet = {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "gradient_steps": 0}
+    return metrics_row(agent, nothing_yet | dict.fromkeys(STAGE_TIMES, 0.0) | watch.times | agent.state_fields()
+                       | evaluation)
+
+
+def evaluation(agent: Agent, k: int) -> dict[str, Any]:
+    """Round k's evaluation; none in the rounds eval.every skips (the row's test return stays NaN)."""
+    if not is_eval_round(k, agent.cfg.eval.every, agent.cfg.env.rounds):
+        return {"eval_episodes": 0}
+    return agent.evaluate(k)
+
+
+def run_round(agent: Agent, k: int) -> dict[str, Any]:
+    """Round k's stages in order, each timed; its metrics row."""
+    watch = Stopwatch()
+    fields = agent.state_fields()
+    records = agent.collect(k)
+    watch.lap("time_collect")
+    fields |= agent.forward(k, records)
+    watch.lap("time_forward")
+    influence = agent.attribute(k, records)
+    watch.lap("time_influence")
+    selection = agent.method.select(records, influence.scores, agent.selection_rng, influence.attribute)
+    watch.lap("time_select")
+    fields |= agent.update(k, records, selection, influence)  # its time includes every-step influence
+    watch.lap("time_update")
+    fields |= evaluation(agent, k)
+    watch.lap("time_eval")
+    scores, n = influence.scores, len(records)
+    return metrics_row(agent, fields | watch.times | {
+        "round": k, "env_steps": k * n, "train_return": agent.train_return(records), "n_records": n,
+        "n_kept": selection.n_kept, "kept_fraction": selection.n_kept / n,
+        "n_negative": int((scores < 0).sum()) if scores is not None else NAN})
+
+
+# ----------------------------------------------------------------------------- the run
 
 
 def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool,
@@ -271,7 +324,7 @@ def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
                           stop.exit_code)
 
 
-def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, start: int,
+def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int,
                   signals: StopSignals, last_round: int) -> dict[str, Any]:
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
@@ -285,7 +338,7 @@ def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Any, 
         with signals.deferred():  # it rewrites metrics.csv with the rows it keeps
             logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
         for k in progress:
-            row = trainer.initial_row() if k == 0 else trainer.run_round(k)
+            row = initial_row(trainer) if k == 0 else run_round(trainer, k)
             with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
                 logger.log(row)
                 state = trainer.state_dict(k)

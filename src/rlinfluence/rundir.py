@@ -13,12 +13,14 @@ counts at its default: `settings_as_now`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -126,36 +128,64 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     return {key: settings[key] for key in sorted(settings) if not _under(key, COMPARED_ELSEWHERE)}
 
 
-def compose_config(overrides: list[str]) -> DictConfig:
-    """The config `rlinfluence <overrides>` runs with, composed from the search path of the app, test or
-    manifest that is composing, or from the repo's conf/ when none is."""
-    if not GlobalHydra.instance().is_initialized():
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            return compose("config", overrides=overrides)
-    return compose("config", overrides=overrides)
-
-
-_defaults_cache: dict[tuple[str, tuple[str, ...]], tuple[DictConfig, dict[str, Any]]] = {}
-
-
-def _defaults(cfg: DictConfig) -> tuple[DictConfig, dict[str, Any]]:
+@contextlib.contextmanager
+def composing() -> Iterator[GlobalHydra]:
+    """The Hydra of the app, test or manifest that is composing, or one on the repo's conf/ when none is."""
     hydra = GlobalHydra.instance()
-    groups = (f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}")
-    search_path = str(hydra.hydra.config_loader.get_search_path()) if hydra.is_initialized() else CONFIG_DIR
-    if (search_path, groups) not in _defaults_cache:  # a sweep composes each env/optimizer pair once
-        default = compose_config(list(groups))
-        _defaults_cache[search_path, groups] = default, result_settings(default)
-    return _defaults_cache[search_path, groups]
+    if hydra.is_initialized():
+        yield hydra
+        return
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        yield hydra
+
+
+def compose_config(overrides: list[str]) -> DictConfig:
+    """The config `rlinfluence <overrides>` runs with, from the search path `composing` gives."""
+    with composing():
+        return compose("config", overrides=overrides)
+
+
+def _search_path() -> str:
+    hydra = GlobalHydra.instance()
+    return str(hydra.hydra.config_loader.get_search_path()) if hydra.is_initialized() else CONFIG_DIR
+
+
+# Composed once per search path (the cache key) and overrides: a sweep composes each env/optimizer pair once.
+
+@functools.cache
+def _composed(search_path: str, overrides: tuple[str, ...]) -> DictConfig:
+    return compose_config(list(overrides))
+
+
+@functools.cache
+def _composed_settings(search_path: str, overrides: tuple[str, ...]) -> dict[str, Any]:
+    return result_settings(_composed(search_path, overrides))
+
+
+def _env_and_optimizer(cfg: DictConfig) -> tuple[str, ...]:
+    return f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}"
 
 
 def default_config(cfg: DictConfig) -> DictConfig:
     """The config composed from the run's env and optimizer alone (no key=value override)."""
-    return _defaults(cfg)[0]
+    return _composed(_search_path(), _env_and_optimizer(cfg))
 
 
 def default_settings(cfg: DictConfig) -> dict[str, Any]:
     """The result settings of `default_config`: what the hash is taken relative to."""
-    return _defaults(cfg)[1]
+    return _composed_settings(_search_path(), _env_and_optimizer(cfg))
+
+
+def preset(env_name: str) -> DictConfig:
+    """The config `rlinfluence env=<env_name>` runs with: the env's preset, its optimizer included."""
+    return _composed(_search_path(), (f"env={env_name}",))
+
+
+def envs_with_state_key() -> list[str]:
+    """The `env=` options whose preset sets env.state_key (for error messages)."""
+    with composing() as hydra:
+        names = hydra.config_loader().get_group_options("env")
+    return [name for name in names if preset(name).env.state_key is not None]
 
 
 def non_default_settings(cfg: DictConfig) -> dict[str, Any]:

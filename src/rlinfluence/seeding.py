@@ -20,6 +20,17 @@ def spawn_streams(seed: int) -> dict[str, np.random.SeedSequence]:
     return dict(zip(STREAMS, children))
 
 
+def child_stream(stream: np.random.SeedSequence, index: int) -> np.random.SeedSequence:
+    """Child `index` of `stream` (round k's, a pass's), a function of the two alone: a resumed run draws
+    what an uninterrupted one does, which `SeedSequence.spawn` (it counts its calls) would not give."""
+    return np.random.SeedSequence(stream.entropy, spawn_key=(*stream.spawn_key, index))
+
+
+def round_seed(stream: np.random.SeedSequence, index: int) -> int:
+    """A torch seed for round `index`'s sampling, from `child_stream(stream, index)`."""
+    return int(child_stream(stream, index).generate_state(1)[0])
+
+
 def torch_generator(seed_seq: np.random.SeedSequence) -> torch.Generator:
     generator = torch.Generator()
     generator.manual_seed(int(seed_seq.generate_state(1, dtype=np.uint64)[0] >> 1))

@@ -1,8 +1,10 @@
-"""Which records the PPO update trains on: one interface for every method.
+"""Which records the PPO update trains on: one interface for every method and every agent.
 
-A method turns the round's buffer (and, if it needs them, the influence scores) into a
+A method turns the round's records (and, if it needs them, the influence scores) into a
 `Selection`: a keep-mask, or sampling weights for methods that reweight instead of filter.
-`SELECTION_METHODS` maps `method.name` to its class; adding a method is adding an entry.
+`SELECTION_METHODS` maps `method.name` to its class; adding a method is adding an entry. The methods
+that read no more of a record than its id and influence take any agent's `Records`; the heuristics
+(advantage, td_error) read the control agent's `RolloutBuffer`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from rlinfluence.config import ConfigError
-from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
+from rlinfluence.records import Records, RolloutBuffer, discounted_returns_to_go
 from rlinfluence.targets import EntropyTarget, ReturnTarget, Target
 
 # The round's influence scores of every record on any target at θ_k (the round loop passes it to
@@ -37,6 +39,16 @@ class Selection:
         return int(self.keep.sum())
 
 
+@dataclass
+class Influence:
+    """What a round's attribution stage gives its selection: each record's influence on the agent's
+    target (None when the method needs none), and for methods that score more targets than that one,
+    the attribution itself."""
+
+    scores: np.ndarray | None = None
+    attribute: Attribute | None = None
+
+
 class SelectionMethod:
     needs_scores: ClassVar[bool] = False
     settings: ClassVar[tuple[str, ...]] = ()  # the method.* keys it reads besides its name (validation warns of others)
@@ -54,7 +66,7 @@ class SelectionMethod:
         """The method's part of the run directory name."""
         return str(method.name)
 
-    def select(self, buffer: RolloutBuffer, scores: np.ndarray | None, rng: np.random.Generator,
+    def select(self, buffer: Records, scores: np.ndarray | None, rng: np.random.Generator,
                attribute: Attribute | None = None) -> Selection:
         raise NotImplementedError
 
@@ -125,7 +137,7 @@ class DropMostNegative(_DropShareOfNegatives):
     def check_config(cls, cfg):
         check_p(cfg, auto=True)
 
-    def drop_order(self, buffer: RolloutBuffer, scores: np.ndarray, attribute: Attribute | None) -> np.ndarray:
+    def drop_order(self, buffer: Records, scores: np.ndarray, attribute: Attribute | None) -> np.ndarray:
         """The records the method may drop, in the order it drops them: the negative ones, most negative first."""
         return np.argsort(scores, kind="stable")[: np.count_nonzero(scores < 0)]
 
@@ -249,7 +261,7 @@ class DropAdvantageMismatch(SelectionMethod):
                               "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)")
         check_p(cfg)
         if cfg.env.state_key is None:
-            from rlinfluence.envs import envs_with_state_key
+            from rlinfluence.rundir import envs_with_state_key  # it imports this module
 
             raise ConfigError(f"method=advantage needs Monte-Carlo advantages over discrete states, which "
                               f"env={cfg.env.name} does not expose (env.state_key is unset); envs that do: "

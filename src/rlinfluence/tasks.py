@@ -1,7 +1,8 @@
-"""`task=<name>`: what a command does besides training. A task is a module that registers a function of
-the config here (`@register("name", check=...)`); `load_tasks` imports the modules that do, so `validate`
-and the CLI know every name without a branch per task. A task's `check` raises ConfigError on settings it
-cannot run with; `validate` calls it before anything is trained or written."""
+"""`task=<name>`: what a command does besides training. A task is a function of the config that its module
+registers here (`@register("name", check=...)`); `TASK_MODULES` names each task's module, so `validate` and
+the CLI know every name without importing any of them (a training command loads no figure or analysis
+code), and a task's module is imported only when that task runs or is checked. A task's `check` raises
+ConfigError on settings it cannot run with; `validate` calls it before anything is trained or written."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-TRAIN = "train"  # the default task: cli.start_training, which also takes a run dir from tests
-TASK_MODULES = ("rlinfluence.figures", "rlinfluence.analyses.diagnose", "rlinfluence.analyses.intervene",
-                "rlinfluence.analyses.timeline", "rlinfluence.analyses.counterfactual",
-                "rlinfluence.analyses.bottom_frames", "rlinfluence.replay")
+TRAIN = "train"  # the default task: lifecycle.start_training, which also takes a run dir from tests
+TASK_MODULES = {
+    "figures": "rlinfluence.figures",
+    "diagnose": "rlinfluence.analyses.diagnose",
+    "intervene": "rlinfluence.analyses.intervene",
+    "timeline": "rlinfluence.analyses.timeline",
+    "counterfactual": "rlinfluence.analyses.counterfactual",
+    "bottom_frames": "rlinfluence.analyses.bottom_frames",
+    "replay": "rlinfluence.replay",
+}
 TASKS: dict[str, Callable[[DictConfig], Any]] = {}
 TASK_CHECKS: dict[str, Callable[[DictConfig], None]] = {}
 
@@ -29,18 +36,18 @@ def register(name: str, check: Callable[[DictConfig], None] | None = None
     return add
 
 
-def load_tasks() -> dict[str, Callable[[DictConfig], Any]]:
-    for module in TASK_MODULES:
-        importlib.import_module(module)
-    return TASKS
+def load_task(name: str) -> Callable[[DictConfig], Any]:
+    importlib.import_module(TASK_MODULES[name])
+    return TASKS[name]
 
 
 def task_names() -> tuple[str, ...]:
-    return (TRAIN, *sorted(load_tasks()))
+    return (TRAIN, *sorted(TASK_MODULES))
 
 
 def check_task(cfg: DictConfig) -> None:
     """The chosen task's own checks (its analysis.* or figures.* settings), before the task runs."""
-    load_tasks()
+    if cfg.task != TRAIN:
+        load_task(cfg.task)
     if cfg.task in TASK_CHECKS:
         TASK_CHECKS[cfg.task](cfg)

@@ -22,8 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.agents import AGENTS, agent_class
 from rlinfluence.config import ConfigError
-from rlinfluence.envs import STATE_KEYS, WRAPPERS, make_env, preset_env
+from rlinfluence.envs import STATE_KEYS, WRAPPERS, make_env
 from rlinfluence.networks import ACTIVATIONS, ActorCritic
+from rlinfluence.rundir import default_config
 from rlinfluence.selection import SELECTION_METHODS
 from rlinfluence.tasks import TRAIN, check_task, task_names
 
@@ -180,8 +181,8 @@ def check_env(cfg: DictConfig) -> None:
     _require(isinstance(observations, gym.spaces.Box),
              f"env.id={cfg.env.id} observes {describe(observations)} after env.wrappers={list(cfg.env.wrappers)}, "
              f"not an array a network takes; {FIT_HINT}")
-    preset = preset_env(cfg.env.name)
-    if preset is not None and preset.id != cfg.env.id:
+    preset = default_config(cfg).env
+    if preset.id != cfg.env.id:
         preset_actions = env_spaces(preset)[1]
         _require(type(actions) is type(preset_actions),
                  f"env.id={cfg.env.id} has {action_kind(actions)} actions ({describe(actions)}), env={cfg.env.name}'s "

@@ -30,7 +30,7 @@ OBS = "obs"  # the column of the records' observations, one array per row
 def bottom_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     cfg = trainer.cfg
     before_round(trainer, run_dir, k)
-    buffer = trainer.collect()
+    buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
     bottom = np.argsort(scores, kind="stable")[:cfg.analysis.bottom_frames.bottom]
     return pd.DataFrame({"env": cfg.env.name, "seed": cfg.seed, "round": k, "n_records": len(buffer),

@@ -101,7 +101,7 @@ def removal_groups(buffer: RolloutBuffer, scores: np.ndarray, cfg: DictConfig,
 def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Evaluator | None) -> pd.DataFrame:
     cfg = trainer.cfg
     start = before_round(trainer, run_dir, k)
-    buffer = trainer.collect()
+    buffer = trainer.collect(k)
     scores = trainer.influence(buffer).astype(np.float64)
     plan = minibatch_plan(start, len(buffer), cfg.ppo)
     rows, reference = [], {}

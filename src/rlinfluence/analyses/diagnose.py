@@ -22,10 +22,11 @@ from tqdm import tqdm
 from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
                                                check_rounds)
 from rlinfluence.config import ConfigError, EnvConfig
-from rlinfluence.envs import STATE_SETTERS, envs_with_state_key, make_env
+from rlinfluence.envs import STATE_SETTERS, make_env
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
+from rlinfluence.rundir import envs_with_state_key
 from rlinfluence.seeding import torch_generator
 from rlinfluence.tasks import register
 
@@ -111,7 +112,7 @@ def check_diagnose(cfg: DictConfig) -> None:
 def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     cfg = trainer.cfg
     before_round(trainer, run_dir, k)
-    buffer = trainer.collect()
+    buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
     seed_seq = np.random.SeedSequence([cfg.seed, k])
     advantage, advantage_se = true_advantages(trainer.model, cfg.env, buffer, cfg.analysis.diagnose.rollouts,

@@ -43,7 +43,7 @@ def arm_selections(buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Gen
 
 def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     start = before_round(trainer, run_dir, k)
-    buffer = trainer.collect()
+    buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
     rows = []
     seed, p = trainer.cfg.seed, float(trainer.cfg.analysis.intervene.p)

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from rlinfluence import rundir
 from rlinfluence.checkpoint import load_snapshot, write_bytes, write_json
 from rlinfluence.config import ConfigError
+from rlinfluence.lifecycle import start_training
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Trainer
 from rlinfluence.selection import Selection
@@ -59,9 +60,7 @@ def check_at_least_one(settings: DictConfig, prefix: str, meanings: dict[str, st
 
 
 def ensure_standard_run(run_cfg: DictConfig) -> Path:
-    """The run's dir, after training (or resuming) it when it has not finished."""
-    from rlinfluence.cli import start_training  # the CLI's own path: identity check, resume, refusals
-
+    """The run's dir, after training (or resuming) it, as the CLI would, when it has not finished."""
     run_dir = rundir.run_dir(run_cfg)
     if not rundir.is_done(run_dir):
         start_training(run_cfg, run_dir)

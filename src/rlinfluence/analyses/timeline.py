@@ -161,7 +161,7 @@ def embed(model: ActorCritic, obs: torch.Tensor) -> np.ndarray:
 def timeline_round(trainer: Trainer, run_dir: Path, k: int, target: ActionTarget, final: ActorCritic) -> pd.DataFrame:
     cfg, settings = trainer.cfg, trainer.cfg.analysis.timeline
     before_round(trainer, run_dir, k)
-    buffer = trainer.collect()
+    buffer = trainer.collect(k)
     scores = trainer.attribution(buffer)(target).astype(np.float64)
     embeddings = embed(final, buffer.obs)
     top = np.argsort(-scores, kind="stable")[:settings.top]

@@ -20,21 +20,19 @@ import seaborn as sns
 from gymnasium.envs.toy_text.frozen_lake import MAPS
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
-from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
 from rlinfluence.analyses.bottom_frames import read_frames
 from rlinfluence.analyses.intervene import p_variant
 from rlinfluence.analyses.standard_run import ANALYSES, analysis_identity
 from rlinfluence.analyses.timeline import phases, round_series
-from rlinfluence.config import EnvConfig
-from rlinfluence.envs import ENV_CONFIG_DIR, STATE_SETTERS, make_env
+from rlinfluence.envs import STATE_SETTERS, make_env
 
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import CPU_EVALUATION, Output
 from rlinfluence.figures.gather import difference, read_identity
 from rlinfluence.figures.render import figure_style
-from rlinfluence.rundir import compose_config
+from rlinfluence.rundir import compose_config, preset
 
 DATA_DIR = "data_dir"  # the key of the tidy table's attrs that regenerate.py fills with figures.data_dir
 
@@ -215,7 +213,7 @@ def bottom_views(output: Output, rows: pd.DataFrame) -> Figure:
     """Fig. 3b / 9: the egocentric views of the most negative-influence records, one row per seed."""
     rows = rows[rows["round"] == DIAGNOSED_ROUND]
     seeds = sorted(rows["seed"].unique())
-    env = make_env(OmegaConf.merge(EnvConfig, OmegaConf.load(ENV_CONFIG_DIR / "minigrid.yaml").env))
+    env = make_env(preset("minigrid").env)
     with figure_style():
         fig = Figure(figsize=(1.3 * VIEWS_PER_SEED, 1.5 * len(seeds) + 0.8), layout="constrained")
         axes = fig.subplots(len(seeds), VIEWS_PER_SEED, squeeze=False)
@@ -344,8 +342,8 @@ ARM_LABELS = {"influence": "drop all negative influence", "random": "drop as man
 
 
 def iif_p(env: str) -> float:
-    """The env's IIF p (conf/env/<env>.yaml), the share of negative records an IIF round drops."""
-    return float(OmegaConf.load(ENV_CONFIG_DIR / f"{env}.yaml").env.p)
+    """The env's IIF p (its preset's env.p), the share of negative records an IIF round drops."""
+    return float(preset(env).env.p)
 
 
 def arm_label(arm: str, p: float) -> str:

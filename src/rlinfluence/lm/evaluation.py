@@ -13,12 +13,7 @@ import numpy as np
 from rlinfluence.lm.policy import Policy
 from rlinfluence.lm.reward import Scorer
 from rlinfluence.lm.rollout import generate
-
-
-def round_seed(seed_seq: np.random.SeedSequence, round_index: int) -> int:
-    """A torch seed for round k's sampling, from the run's stream `seed_seq` and k alone."""
-    seq = np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, round_index))
-    return int(seq.generate_state(1)[0])
+from rlinfluence.seeding import round_seed
 
 
 def _sem(values: np.ndarray) -> float:

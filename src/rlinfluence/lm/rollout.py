@@ -2,7 +2,8 @@
 
 A `Sequences` batch is right-padded: positions 0..L-1, the query first, then the response. Per-token
 quantities live on the L-1 "next-token" positions j (the model at j predicts token j+1); `mask[j]` is
-1 where token j+1 is a response token. Records are identified by their row (the selection's ids).
+1 where token j+1 is a response token. Records are identified by their row (the selection's ids): a
+`Sequences` is the language-model agent's `records.Records`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ class Sequences:
     values: torch.Tensor | None = None  # (N, L-1) V_θk
     advantages: torch.Tensor | None = None  # (N, L-1) whitened GAE advantages
     returns: torch.Tensor | None = None  # (N, L-1) GAE advantages (before whitening) + values
+    kl: torch.Tensor | None = None  # (N,) Σ (log π_θk − log π_ref) over each response: what the KL controller steers
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
+
+    def mean_kl(self) -> float:
+        return float(self.kl.mean())
 
     def rows(self, ids: torch.Tensor) -> "Sequences":
         """The records `ids`, cut to their longest sequence."""

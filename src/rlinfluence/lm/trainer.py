@@ -8,15 +8,14 @@ round loop, selection methods, run dirs, metrics.csv and checkpoints as the cont
     update             LM-PPO epochs over the kept records; then the KL controller steps
     evaluate           test toxicity on the eval prompts
 
-Each stage's seconds are a metrics.csv column (time_collect, time_forward, time_influence, time_update:
-paper Table 6). The round's prompts, response length and sampling noise are functions of (seed, round),
-so a resumed run repeats the rounds it redoes exactly; what carries over between rounds (trainable
-weights, Adam, β, the selection and shuffle RNGs) is in the checkpoint.
+The round loop (round.py) runs these stages and times each (time_collect, time_forward, time_influence,
+time_update: paper Table 6). The round's prompts, response length and sampling noise are functions of
+(seed, round), so a resumed run repeats the rounds it redoes exactly; what carries over between rounds
+(trainable weights, Adam, β, the selection and shuffle RNGs) is in the checkpoint.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -24,9 +23,8 @@ import torch
 from omegaconf import DictConfig
 
 from rlinfluence.config import ConfigError
-from rlinfluence.evaluation import is_eval_round
 from rlinfluence.lm import hub
-from rlinfluence.lm.evaluation import ToxicityEvaluator, round_seed
+from rlinfluence.lm.evaluation import ToxicityEvaluator
 from rlinfluence.lm.influence import record_loss_fn, sequence_scores, target_gradient
 from rlinfluence.lm.policy import DTYPES, Policy, load_tokenizer
 from rlinfluence.lm.ppo import (AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, sequence_kl,
@@ -35,12 +33,10 @@ from rlinfluence.lm.prompts import TINY, load_prompts
 from rlinfluence.lm.reward import make_reward, make_toxicity
 from rlinfluence.lm.rollout import Sequences, generate, pack
 from rlinfluence.run_logger import COLUMNS, LM_COLUMNS
-from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
-from rlinfluence.selection import AUTO, make_selection
+from rlinfluence.seeding import child_stream, numpy_generator, round_seed, spawn_streams, torch_generator
+from rlinfluence.selection import AUTO, Influence, Selection, make_selection
 from rlinfluence.update import make_optimizer
 from rlinfluence.validation import require_one_of
-
-NAN = float("nan")
 
 
 class LMTrainer:
@@ -103,9 +99,7 @@ class LMTrainer:
         """Round k's train prompts: batch k of a pass over a per-pass permutation of the train prompts."""
         size, n_train = self.cfg.env.n_steps, len(self.prompts.train)
         per_pass = n_train // size
-        stream = self.streams["prompts"]
-        order = np.random.default_rng(np.random.SeedSequence(stream.entropy, spawn_key=(
-            *stream.spawn_key, (k - 1) // per_pass))).permutation(n_train)
+        order = np.random.default_rng(child_stream(self.streams["prompts"], (k - 1) // per_pass)).permutation(n_train)
         position = (k - 1) % per_pass
         return [self.prompts.train[i] for i in order[position * size:(position + 1) * size]]
 
@@ -116,10 +110,16 @@ class LMTrainer:
         scores = self.reward(self.tokenizer.batch_decode(responses, skip_special_tokens=True))
         return pack(queries, responses, scores, self.tokenizer.pad_token_id, self.device)
 
+    def round_sampling(self, k: int) -> tuple[int, int]:
+        """Round k's sampling seed and response length (one length per round, as TRL's)."""
+        seed = round_seed(self.streams["actions"], k)
+        low, high = self.lm_cfg.response_tokens
+        return seed, int(np.random.default_rng(seed).integers(low, high + 1))
+
     @torch.no_grad()
     def annotate(self, batch: Sequences) -> float:
-        """log π_θk, log π_ref and V_θk of every record, then the KL-penalised rewards, GAE and whitened
-        advantages; returns the mean sequence KL."""
+        """log π_θk, log π_ref, V_θk and the KL to π_ref of every record, then the KL-penalised rewards, GAE
+        and whitened advantages; returns the mean sequence KL."""
         shape = batch.mask.shape
         batch.logprobs, batch.ref_logprobs, batch.values = (torch.zeros(shape, device=self.device) for _ in range(3))
         for start in range(0, len(batch), self.lm_cfg.generation_batch):
@@ -133,7 +133,8 @@ class LMTrainer:
         advantages, batch.returns = token_gae(rewards, batch.values, batch.mask, self.cfg.ppo.gamma,
                                               self.cfg.ppo.gae_lambda)
         batch.advantages = masked_whiten(advantages, batch.mask) if self.cfg.ppo.normalize_advantage else advantages
-        return float(sequence_kl(batch.logprobs, batch.ref_logprobs, batch.mask).mean())
+        batch.kl = sequence_kl(batch.logprobs, batch.ref_logprobs, batch.mask)
+        return batch.mean_kl()
 
     def influence(self, batch: Sequences, k: int, new_tokens: int) -> np.ndarray:
         """Each record's influence on the target (target.name) at θ_k, on fresh val responses."""
@@ -143,54 +144,35 @@ class LMTrainer:
         direction = target_gradient(self.policy, val, self.cfg.target.name, chunk)
         return sequence_scores(self.policy, batch, direction, self.record_loss, chunk).cpu().numpy()
 
-    def evaluate(self, k: int) -> dict[str, float]:
-        if not is_eval_round(k, self.cfg.eval.every, self.cfg.env.rounds):
-            return {"test_return": NAN, "test_return_sem": NAN, "eval_episodes": 0, "test_toxicity": NAN,
-                    "test_toxicity_sem": NAN}
-        return self.evaluator.evaluate(self.policy, k)
+    # ------------------------------------------------------------------ the round loop's interface (agents.Agent)
 
-    # ------------------------------------------------------------------ the round loop's interface
+    def state_fields(self) -> dict[str, float]:
+        return {"kl_coef": self.kl.value}
 
-    def initial_row(self) -> dict[str, Any]:
-        row = dict.fromkeys(self.columns, NAN) | {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0,
-                                                  "gradient_steps": 0, "kl_coef": self.kl.value}
-        row |= dict.fromkeys(("time_collect", "time_forward", "time_influence", "time_select", "time_update"), 0.0)
-        start = time.perf_counter()
-        row |= self.evaluate(0)
-        return row | {"time_eval": time.perf_counter() - start}
+    def collect(self, k: int) -> Sequences:
+        seed, new_tokens = self.round_sampling(k)
+        return self.rollout(self.round_queries(k), seed, new_tokens)
 
-    def run_round(self, k: int) -> dict[str, Any]:
-        clock = [time.perf_counter()]
+    def forward(self, k: int, batch: Sequences) -> dict[str, float]:
+        return {"mean_kl": self.annotate(batch)}
 
-        def lap() -> float:
-            clock.append(time.perf_counter())
-            return clock[-1] - clock[-2]
+    def attribute(self, k: int, batch: Sequences) -> Influence:
+        if not self.method.needs_scores:
+            return Influence()
+        return Influence(self.influence(batch, k, self.round_sampling(k)[1]))
 
-        seed = round_seed(self.streams["actions"], k)
-        low, high = self.lm_cfg.response_tokens
-        new_tokens = int(np.random.default_rng(seed).integers(low, high + 1))  # one length per round (TRL)
-        batch = self.rollout(self.round_queries(k), seed, new_tokens)
-        time_collect = lap()
-        kl_coef = self.kl.value
-        mean_kl = self.annotate(batch)
-        time_forward = lap()
-        scores = self.influence(batch, k, new_tokens) if self.method.needs_scores else None
-        time_influence = lap()
-        selection = self.method.select(batch, scores, self.selection_rng)
-        time_select = lap()
+    def update(self, k: int, batch: Sequences, selection: Selection, influence: Influence) -> dict[str, float]:
+        """LM-PPO epochs over the kept records; then the KL controller steps on the round's KL."""
         stats = ppo_update(self.policy, self.optimizer, batch, selection, self.cfg.ppo, self.lm_cfg, self.shuffle_rng)
-        self.kl.update(mean_kl, len(batch))
-        time_update = lap()
-        evaluation = self.evaluate(k)
-        time_eval = lap()
-        return {
-            "round": k, "env_steps": k * len(batch), "train_return": float(batch.scores.mean()),
-            "n_records": len(batch), "n_kept": selection.n_kept, "kept_fraction": selection.n_kept / len(batch),
-            "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
-            "entropy": NAN, "influence_step_spearman": NAN, "kl_coef": kl_coef, "mean_kl": mean_kl,
-            "time_collect": time_collect, "time_forward": time_forward, "time_influence": time_influence,
-            "time_select": time_select, "time_update": time_update, "time_eval": time_eval,
-        } | evaluation | stats
+        self.kl.update(batch.mean_kl(), len(batch))
+        return stats
+
+    def train_return(self, batch: Sequences) -> float:
+        """The reward model's mean score of the round's responses."""
+        return float(batch.scores.mean())
+
+    def evaluate(self, k: int) -> dict[str, float]:
+        return self.evaluator.evaluate(self.policy, k)
 
     def state_dict(self, k: int) -> dict[str, Any]:
         return {"round": k, "policy": self.policy.trainable_state(), "optimizer": self.optimizer.state_dict(),
