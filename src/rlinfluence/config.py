@@ -243,7 +243,6 @@ class DiagnoseConfig:
 
     rounds: list[int] = field(default_factory=lambda: [2, 5, 10])
     rollouts: int = 1000  # Monte-Carlo rollouts per (state, action) for the true advantage Ā
-    bottom: int = 100  # records shown as the most negative influence (Fig. 3a, 8)
 
 
 @dataclass
