@@ -261,7 +261,7 @@ class TimelineConfig:
     over the rounds of the standard run."""
 
     rounds: list[int] = field(default_factory=list)  # empty: every round
-    state: Optional[list[float]] = None  # s*, flat; null: the env's default (analyses/timeline.py)
+    state: Optional[list[float]] = None  # s*, flat; null: the env's start state (a preset may set one)
     action: Optional[int] = None  # a*; null: the final policy's most probable action in s*
     neighbours: int = 20  # u of the u-nearest-neighbour graph of the roughness (paper: 20-100)
     top: int = 20  # records of highest influence written per round
