@@ -21,10 +21,13 @@ import pytest
 from conftest import TINY, compose_config
 from rlinfluence.checkpoint import RunDirError
 from rlinfluence.cli import announce_env_optimizer, quiet_libraries, run_task
-from rlinfluence.config import ConfigError
+from rlinfluence.config import ConfigError, OptimizerConfig, TargetConfig
 from rlinfluence.figures.catalogue import OUTPUTS
+from rlinfluence.networks import feature_extractor
 from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.targets import make_target
 from rlinfluence.tasks import task_names
+from rlinfluence.update import make_optimizer
 from rlinfluence.rundir import check_identity, config_hash, relative_run_dir, run_dir, write_identity
 from rlinfluence.validation import validate
 
@@ -320,11 +323,31 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
                                                   "figures.data_dir=paper_figures/data (runs are named like "),
     (["task=replay", "replay.run=main/frozenlake/sgd/iif-p50/seed0", "replay.rounds=-1"],
      "replay.rounds=-1 must be >= 0"),
+    # issue 33: each closed choice, refused from its one registry
+    (["optimizer.name=adamw"], "optimizer.name='adamw' is not one of: sgd, adam"),
+    (["env.network.kind=resnet"], "env.network.kind='resnet' is not one of: mlp, cnn, nature_cnn"),
+    (["influence.backend=vjp"], "influence.backend='vjp' is not one of: jvp, reference"),
+    (["influence.preconditioner=shampoo"], "influence.preconditioner='shampoo' is not one of: none, adam"),
+    (["influence.checkpoints=final"], "influence.checkpoints='final' is not one of: round_start, every_step"),
+    (["logger.mode=cloud"], "logger.mode='cloud' is not one of: offline, online, disabled"),
+    (["target.name=seq"], "target.name='seq' is not one of: return, action"),
 ])
 def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, message):
     with pytest.raises(ConfigError) as error:
         validate(compose_config(overrides))
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda: make_optimizer(OptimizerConfig(name="adamw"), []), "optimizer.name='adamw' is not one of: sgd, adam"),
+    (lambda: make_target(TargetConfig(name="seq"), (16,)), "target.name='seq' is not one of: return, action"),
+    (lambda: feature_extractor("resnet", (16,), 64),
+     "env.network.kind='resnet' is not one of: mlp, cnn, nature_cnn"),
+])
+def test_a_builder_refuses_a_name_it_has_no_entry_for_instead_of_falling_through(build, message):
+    with pytest.raises(ConfigError) as error:
+        build()
+    assert str(error.value) == message
 
 
 @pytest.mark.parametrize("task,key", [("train", "runs_root"), ("diagnose", "runs_root"),

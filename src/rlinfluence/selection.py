@@ -236,7 +236,11 @@ class DropAdvantageMismatch(SelectionMethod):
     H1: the largest |Ā − Â|;  H2: the most negative Ā·Â.
     A zero on either side is no mismatch (a state seen with one action only has Ā = 0: no evidence)."""
 
-    VARIANTS = ("h1", "h2")
+    # method.variant -> the badness of a mismatched record, from its Ā·Â (`agreement`) and both advantages
+    VARIANTS: ClassVar[dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]] = {
+        "h1": lambda mc, gae, agreement: np.abs(mc - gae),
+        "h2": lambda mc, gae, agreement: -agreement,
+    }
     settings = ("p", "variant")
 
     def __init__(self, variant: str, p: float, gamma: float):
@@ -268,7 +272,7 @@ class DropAdvantageMismatch(SelectionMethod):
         gae = buffer.advantages.numpy().astype(np.float64)
         agreement = mc * gae  # < 0: the signs disagree; plays the role of IIF's influence score
         mismatched = np.flatnonzero(agreement < 0)
-        badness = np.abs(mc - gae) if self.variant == "h1" else -agreement
+        badness = self.VARIANTS[self.variant](mc, gae, agreement)
         worst_first = mismatched[np.argsort(-badness[mismatched], kind="stable")]
         keep = np.ones(len(buffer), bool)
         keep[worst_first[: n_to_drop(agreement, self.p)]] = False
