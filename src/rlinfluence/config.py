@@ -124,6 +124,17 @@ class ModelConfig:
 
 
 @dataclass
+class AtariConfig:
+    """The `atari` wrapper's preprocessing (envs.py), set by an Atari env's preset (conf/env/pong.yaml)."""
+
+    noop_max: int = MISSING  # at most this many no-op actions after a reset
+    frame_skip: int = MISSING  # each action repeats over this many frames, the last two max-pooled
+    screen_size: int = MISSING  # frames are resized to screen_size x screen_size
+    terminal_on_life_loss: bool = MISSING
+    frame_stack: int = MISSING  # the observation stacks this many frames
+
+
+@dataclass
 class EnvConfig:
     name: str = MISSING
     agent: str = "control"  # which trainer the round loop drives: a name in agents.AGENTS
@@ -140,6 +151,7 @@ class EnvConfig:
     # A name in envs.STATE_KEYS for envs with a small discrete state (FrozenLake, MiniGrid): the
     # collector then stores each record's state id, which Monte-Carlo advantages group by.
     state_key: Optional[str] = None
+    atari: Optional[AtariConfig] = None  # the `atari` wrapper's settings (env.wrappers has it)
     lm: Optional[LMEnvConfig] = None  # env.agent=lm: prompts, reward, evaluation, LM-PPO settings
 
 

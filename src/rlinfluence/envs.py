@@ -54,14 +54,16 @@ def _minigrid_image(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
 
 
 def _atari(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
-    """The standard Atari preprocessing (Mnih et al. 2015; rl-zoo's AtariWrapper + frame_stack 4):
-    no-op starts, 4-frame skip with max-pooling, 84x84 grayscale, 4 stacked frames, uint8, channel-first.
-    The env must not skip frames itself (use the *NoFrameskip-v4 ids)."""
+    """The standard Atari preprocessing (Mnih et al. 2015; rl-zoo's AtariWrapper + frame_stack), with
+    env.atari's settings: no-op starts, frame skip with max-pooling, square grayscale frames, stacked,
+    uint8, channel-first. The env must not skip frames itself (use the *NoFrameskip-v4 ids)."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-    env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
-                             grayscale_obs=True)
-    return FrameStackObservation(env, 4)  # stacks on a new leading axis: (4, 84, 84)
+    settings = env_cfg.atari
+    env = AtariPreprocessing(env, noop_max=settings.noop_max, frame_skip=settings.frame_skip,
+                             screen_size=settings.screen_size, terminal_on_life_loss=settings.terminal_on_life_loss,
+                             grayscale_obs=True)  # one channel a frame: the stack is the CNN's channels
+    return FrameStackObservation(env, settings.frame_stack)  # stacks on a new leading axis: (stack, size, size)
 
 
 # env.wrappers: each name's wrapper, applied in the listed order

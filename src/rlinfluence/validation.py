@@ -102,6 +102,8 @@ def validate(cfg: DictConfig) -> None:
                  f"{key}={list(OmegaConf.select(cfg, key))} must list layer widths > 0")
     for wrapper in cfg.env.wrappers:
         require_one_of("env.wrappers", wrapper, WRAPPERS)
+    _require("atari" not in cfg.env.wrappers or cfg.env.atari is not None,
+             "env.wrappers has atari, whose settings env.atari are unset (conf/env/pong.yaml sets them)")
     if cfg.env.state_key is not None:
         require_one_of("env.state_key", cfg.env.state_key, STATE_KEYS)
     require_one_of("influence.backend", cfg.influence.backend, influence.BACKENDS)
@@ -144,7 +146,8 @@ def env_spaces(env_cfg: DictConfig) -> tuple[gym.Space, gym.Space]:
     stepped; once a process per setting, so a sweep builds each env once). ConfigError when it cannot be
     made as configured."""
     make_kwargs = OmegaConf.to_container(env_cfg.make_kwargs, resolve=True)
-    key = json.dumps([env_cfg.id, make_kwargs, list(env_cfg.wrappers)], sort_keys=True, default=str)
+    atari = None if env_cfg.atari is None else OmegaConf.to_container(env_cfg.atari)  # sets the frames' shape
+    key = json.dumps([env_cfg.id, make_kwargs, list(env_cfg.wrappers), atari], sort_keys=True, default=str)
     if key not in _spaces:
         try:
             env = make_env(env_cfg)
