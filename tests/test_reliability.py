@@ -126,9 +126,9 @@ def made_before(path: Path, *keys: str) -> None:
 
 
 SCHEDULES = ("ppo.lr_schedule", "ppo.clip_range_schedule")
-# Keys added after hundreds of runs were made: the schedules, then the Atari preprocessing, a constant
-# until it became a setting (issue 33).
-NEW_KEYS = (*SCHEDULES, "env.atari")
+# Keys added after hundreds of runs were made: the schedules, then the Atari preprocessing and td_error's
+# alpha, constants until they became settings (issue 33).
+NEW_KEYS = (*SCHEDULES, "env.atari", "method.alpha")
 
 
 def test_a_run_made_before_a_key_existed_resumes_with_the_key_at_its_default(tmp_path):
@@ -184,7 +184,7 @@ def test_a_key_conf_no_longer_has_is_refused(tmp_path):
 
 @pytest.mark.parametrize("env,method", [(env, "ppo") for env in ("frozenlake", "acrobot", "minigrid", "lunarlander",
                                                                     "highway", "bipedalwalker", "pong")]
-                         + [("pong", "iif")])
+                         + [("frozenlake", "td_error"), ("lunarlander", "td_error"), ("pong", "iif")])
 def test_new_keys_at_their_defaults_keep_every_existing_run(tmp_path, env, method):
     """NEW_KEYS: every env's and method's runs keep their paths, and an identity written before the keys
     existed is the default command's run."""
@@ -197,6 +197,7 @@ def test_new_keys_at_their_defaults_keep_every_existing_run(tmp_path, env, metho
 
 
 @pytest.mark.parametrize("overrides,changed", [
+    (["method=td_error", "method.alpha=0.3"], {"method.alpha": 0.3}),
     (["env=pong", "env.atari.frame_stack=2"], {"env.atari.frame_stack": 2}),
 ])
 def test_a_former_constant_set_otherwise_is_another_run(overrides, changed):
@@ -344,6 +345,7 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
     (["influence.checkpoints=final"], "influence.checkpoints='final' is not one of: round_start, every_step"),
     (["logger.mode=cloud"], "logger.mode='cloud' is not one of: offline, online, disabled"),
     (["target.name=seq"], "target.name='seq' is not one of: return, action"),
+    (["method=td_error", "method.alpha=-1"], "method.alpha=-1.0 must be >= 0"),
     (["env.wrappers=[one_hot,atari]"], "env.wrappers has atari, whose settings env.atari are unset"),
 ])
 def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, message):

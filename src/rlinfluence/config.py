@@ -161,6 +161,7 @@ class MethodConfig:
     # Percent of the negative-influence records to drop, or "auto" (chosen each round; selection.py).
     p: Optional[Union[float, int, str]] = None
     variant: Optional[str] = None  # a method's sub-rule, e.g. advantage's (selection.DropAdvantageMismatch.VARIANTS)
+    alpha: Optional[float] = None  # td_error: the exponent of its rank priorities (conf/method/td_error.yaml)
 
 
 @dataclass

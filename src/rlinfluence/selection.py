@@ -293,11 +293,25 @@ class TDErrorReweighting(SelectionMethod):
     """PER-style reweighting by the TD errors δ at θ_k (paper App. B.5): nothing is dropped; each
     epoch the update draws N ids with replacement by these probabilities (update.minibatch_ids)."""
 
-    ALPHA = 0.6  # the paper's (and PER's rank-based) exponent
+    settings = ("alpha",)
+
+    def __init__(self, alpha: float):
+        self.alpha = alpha
+
+    @classmethod
+    def check_config(cls, cfg):
+        alpha = cfg.method.alpha
+        if alpha is None or alpha < 0:
+            raise ConfigError(f"method.alpha={alpha} must be >= 0 (the exponent of the rank priorities; 0 draws "
+                              f"uniformly)")
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.method.alpha)
 
     def select(self, buffer, scores, rng, attribute=None):
         return Selection(np.ones(len(buffer), bool), rank_priorities(buffer.deltas.numpy().astype(np.float64),
-                                                                     self.ALPHA))
+                                                                     self.alpha))
 
 
 SELECTION_METHODS: dict[str, type[SelectionMethod]] = {
