@@ -162,10 +162,11 @@ def round_attribution(model: ActorCritic, buffer: RolloutBuffer, ppo: PPOConfig,
     """The round's scores on any target at θ_k, with the configured backend, advantage normalisation
     (`partition_rng` draws the chunks of `influence.normalization=chunk`, once: every target sees the
     same per-record losses) and preconditioner (`influence.preconditioner=adam` reads it from `optimizer`)."""
-    normalized = chosen(NORMALIZATIONS, "influence.normalization", cfg.normalization)(buffer.advantages,
-                                                                                      ppo.batch_size, partition_rng)
-    preconditioner = chosen(PRECONDITIONERS, "influence.preconditioner", cfg.preconditioner)(model, optimizer)
+    normalize = chosen(NORMALIZATIONS, "influence.normalization", cfg.normalization)
+    precondition = chosen(PRECONDITIONERS, "influence.preconditioner", cfg.preconditioner)
     scores = chosen(BACKENDS, "influence.backend", cfg.backend)
+    normalized = normalize(buffer.advantages, ppo.batch_size, partition_rng)
+    preconditioner = precondition(model, optimizer)
 
     def attribute(target: Target) -> torch.Tensor:
         return scores(model, buffer, target, ppo, cfg.chunk_size, normalized, preconditioner)
