@@ -198,3 +198,11 @@ def test_a_control_env_rejects_the_lm_target():
 
     with pytest.raises(ConfigError, match="target.name='seq'"):
         validate(compose_config(["env=frozenlake", "target=seq"]))
+
+
+def test_the_lm_target_loss_refuses_a_name_it_has_no_entry_for():
+    from rlinfluence.config import ConfigError
+    from rlinfluence.lm.influence import target_loss
+
+    with pytest.raises(ConfigError, match=r"^target.name='action' is not one of: seq, return$"):
+        target_loss(None, None, "action")  # refused before the policy is called: no fall-through to f_return

@@ -22,11 +22,15 @@ from conftest import TINY, compose_config
 from rlinfluence.checkpoint import RunDirError
 from rlinfluence.cli import quiet_libraries, run_task
 from rlinfluence.lifecycle import announce_env_optimizer
-from rlinfluence.config import ConfigError
+from rlinfluence.config import ConfigError, OptimizerConfig, TargetConfig
 from rlinfluence.figures.catalogue import OUTPUTS
+from rlinfluence.networks import feature_extractor
 from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.targets import make_target
 from rlinfluence.tasks import TASK_MODULES, TASKS, load_task, task_names
-from rlinfluence.rundir import check_identity, config_hash, relative_run_dir, run_dir, write_identity
+from rlinfluence.update import make_optimizer
+from rlinfluence.rundir import (check_identity, config_hash, non_default_settings, relative_run_dir, run_dir,
+                               write_identity)
 from rlinfluence.validation import validate
 
 FROZENLAKE_STATE_0 = "target.state=[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"
@@ -114,15 +118,18 @@ def test_a_run_is_resumed_only_with_its_own_settings(tmp_path):
 
 
 def made_before(path: Path, *keys: str) -> None:
-    """Edit the run's identity.json as if the run had been made before `keys` existed."""
+    """Edit the run's identity.json as if the run had been made before `keys` (and the keys below them) existed."""
     identity = path / "identity.json"
     stored = json.loads(identity.read_text())
-    for key in keys:
+    for key in [key for key in stored["settings"] if any(key == new or key.startswith(f"{new}.") for new in keys)]:
         del stored["settings"][key]
     identity.write_text(json.dumps(stored))
 
 
 SCHEDULES = ("ppo.lr_schedule", "ppo.clip_range_schedule")
+# Keys added after hundreds of runs were made: the schedules, then the Atari preprocessing and td_error's
+# alpha, constants until they became settings (issue 33).
+NEW_KEYS = (*SCHEDULES, "env.atari", "method.alpha")
 
 
 def test_a_run_made_before_a_key_existed_resumes_with_the_key_at_its_default(tmp_path):
@@ -176,17 +183,27 @@ def test_a_key_conf_no_longer_has_is_refused(tmp_path):
         check_identity(run_dir(three), three)
 
 
-@pytest.mark.parametrize("env", ["frozenlake", "acrobot", "minigrid", "lunarlander", "highway", "bipedalwalker",
-                                 "pong"])
-def test_new_keys_at_their_defaults_keep_every_existing_run(tmp_path, env):
-    """The schedules (keys added after hundreds of runs were made): every env's runs keep their paths,
-    and an identity written before the keys existed is the default command's run."""
-    cfg = compose_config([f"env={env}", "method=ppo"])
+@pytest.mark.parametrize("env,method", [(env, "ppo") for env in ("frozenlake", "acrobot", "minigrid", "lunarlander",
+                                                                    "highway", "bipedalwalker", "pong")]
+                         + [("frozenlake", "td_error"), ("lunarlander", "td_error"), ("pong", "iif")])
+def test_new_keys_at_their_defaults_keep_every_existing_run(tmp_path, env, method):
+    """NEW_KEYS: every env's and method's runs keep their paths, and an identity written before the keys
+    existed is the default command's run."""
+    cfg = compose_config([f"env={env}", f"method={method}"])
     assert config_hash(cfg) is None
     write_identity(tmp_path, cfg)
     (tmp_path / "DONE").touch()
-    made_before(tmp_path, *SCHEDULES)
+    made_before(tmp_path, *NEW_KEYS)
     check_identity(tmp_path, cfg)
+
+
+@pytest.mark.parametrize("overrides,changed", [
+    (["method=td_error", "method.alpha=0.3"], {"method.alpha": 0.3}),
+    (["env=pong", "env.atari.frame_stack=2"], {"env.atari.frame_stack": 2}),
+])
+def test_a_former_constant_set_otherwise_is_another_run(overrides, changed):
+    cfg = compose_config(overrides)
+    assert config_hash(cfg) is not None and non_default_settings(cfg) == changed
 
 
 def test_runs_made_before_the_schedules_keep_their_directories():
@@ -321,11 +338,33 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
                                                   "figures.data_dir=paper_figures/data (runs are named like "),
     (["task=replay", "replay.run=main/frozenlake/sgd/iif-p50/seed0", "replay.rounds=-1"],
      "replay.rounds=-1 must be >= 0"),
+    # issue 33: each closed choice, refused from its one registry
+    (["optimizer.name=adamw"], "optimizer.name='adamw' is not one of: sgd, adam"),
+    (["env.network.kind=resnet"], "env.network.kind='resnet' is not one of: mlp, cnn, nature_cnn"),
+    (["influence.backend=vjp"], "influence.backend='vjp' is not one of: jvp, reference"),
+    (["influence.preconditioner=shampoo"], "influence.preconditioner='shampoo' is not one of: none, adam"),
+    (["influence.checkpoints=final"], "influence.checkpoints='final' is not one of: round_start, every_step"),
+    (["logger.mode=cloud"], "logger.mode='cloud' is not one of: offline, online, disabled"),
+    (["target.name=seq"], "target.name='seq' is not one of: return, action"),
+    (["method=td_error", "method.alpha=-1"], "method.alpha=-1.0 must be >= 0"),
+    (["env.wrappers=[one_hot,atari]"], "env.wrappers has atari, whose settings env.atari are unset"),
 ])
 def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, message):
     with pytest.raises(ConfigError) as error:
         validate(compose_config(overrides))
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda: make_optimizer(OptimizerConfig(name="adamw"), []), "optimizer.name='adamw' is not one of: sgd, adam"),
+    (lambda: make_target(TargetConfig(name="seq"), (16,)), "target.name='seq' is not one of: return, action"),
+    (lambda: feature_extractor("resnet", (16,), 64),
+     "env.network.kind='resnet' is not one of: mlp, cnn, nature_cnn"),
+])
+def test_a_builder_refuses_a_name_it_has_no_entry_for_instead_of_falling_through(build, message):
+    with pytest.raises(ConfigError) as error:
+        build()
+    assert str(error.value) == message
 
 
 @pytest.mark.parametrize("task,key", [("train", "runs_root"), ("diagnose", "runs_root"),

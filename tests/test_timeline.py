@@ -136,8 +136,8 @@ def test_timeline_refuses_a_target_that_does_not_fit_the_env(tmp_path, tiny_conf
 
 
 def test_timeline_without_a_default_state_follows_the_start_state(tmp_path, tiny_config):
-    # FrozenLake has no TARGET_STATES entry: s* is its start cell. Its one-hot states give many records the
-    # same embedding (edges of length 0), which the roughness must take in its stride.
+    # FrozenLake's preset sets no analysis.timeline.state: s* is its start cell. Its one-hot states give many
+    # records the same embedding (edges of length 0), which the roughness must take in its stride.
     cfg = tiny_config("env=frozenlake", "task=timeline", "env.rounds=3", "analysis.timeline.top=3",
                       f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}")
     rows = run_task(cfg)

@@ -5,7 +5,7 @@ the config. Values that are well-typed but cannot run are caught by `validation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Mapping, Optional, TypeVar, Union
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -15,12 +15,29 @@ class ConfigError(ValueError):
     """A config value that composes but cannot be run; the message is one line naming the key."""
 
 
+def require_one_of(key: str, value: Any, allowed: Iterable[str]) -> None:
+    """A closed choice: refuse a value outside `allowed` in one line naming the key and every allowed value."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
+
+
+Chosen = TypeVar("Chosen")
+
+
+def chosen(registry: Mapping[str, Chosen], key: str, value: str) -> Chosen:
+    """The registry's entry for a closed choice (validation checked it): a builder never falls through
+    to a default for a name it does not know."""
+    require_one_of(key, value, registry)
+    return registry[value]
+
+
 @dataclass
 class NetworkConfig:
-    kind: str = "mlp"  # mlp | cnn | nature_cnn
+    kind: str = "mlp"  # a name in networks.FEATURE_EXTRACTORS
     pi: list[int] = field(default_factory=lambda: [64, 64])
     vf: list[int] = field(default_factory=lambda: [64, 64])
-    activation: str = "tanh"
+    activation: str = "tanh"  # a name in networks.ACTIVATIONS
     features_dim: int = 64  # output width of a CNN feature extractor (unused by mlp)
 
 
@@ -100,16 +117,27 @@ class ModelConfig:
 
     name: str = MISSING
     path: str = MISSING  # a Hugging Face id or local dir; `tiny` for the offline model
-    dtype: str = "float32"  # float32 | bfloat16
+    dtype: str = "float32"  # a name in lm.policy.DTYPES
     random_init: bool = False  # the architecture of `path` with random weights (for timing without weights)
     lora: LoraSettings = field(default_factory=LoraSettings)
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
 
 
 @dataclass
+class AtariConfig:
+    """The `atari` wrapper's preprocessing (envs.py), set by an Atari env's preset (conf/env/pong.yaml)."""
+
+    noop_max: int = MISSING  # at most this many no-op actions after a reset
+    frame_skip: int = MISSING  # each action repeats over this many frames, the last two max-pooled
+    screen_size: int = MISSING  # frames are resized to screen_size x screen_size
+    terminal_on_life_loss: bool = MISSING
+    frame_stack: int = MISSING  # the observation stacks this many frames
+
+
+@dataclass
 class EnvConfig:
     name: str = MISSING
-    agent: str = "control"  # control | lm: which trainer the round loop drives (agents.py)
+    agent: str = "control"  # which trainer the round loop drives: a name in agents.AGENTS
     id: str = MISSING
     make_kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: list[str] = field(default_factory=list)
@@ -123,6 +151,7 @@ class EnvConfig:
     # A name in envs.STATE_KEYS for envs with a small discrete state (FrozenLake, MiniGrid): the
     # collector then stores each record's state id, which Monte-Carlo advantages group by.
     state_key: Optional[str] = None
+    atari: Optional[AtariConfig] = None  # the `atari` wrapper's settings (env.wrappers has it)
     lm: Optional[LMEnvConfig] = None  # env.agent=lm: prompts, reward, evaluation, LM-PPO settings
 
 
@@ -131,19 +160,20 @@ class MethodConfig:
     name: str = "ppo"
     # Percent of the negative-influence records to drop, or "auto" (chosen each round; selection.py).
     p: Optional[Union[float, int, str]] = None
-    variant: Optional[str] = None  # a method's sub-rule, e.g. advantage: h1 | h2
+    variant: Optional[str] = None  # a method's sub-rule, e.g. advantage's (selection.DropAdvantageMismatch.VARIANTS)
+    alpha: Optional[float] = None  # td_error: the exponent of its rank priorities (conf/method/td_error.yaml)
 
 
 @dataclass
 class OptimizerConfig:
-    name: str = "sgd"
+    name: str = "sgd"  # a name in update.OPTIMIZERS
     lr: float = 5e-3
     eps: float = 1e-5  # Adam only (SB3's value)
 
 
 @dataclass
 class TargetConfig:
-    name: str = "return"  # return | action (control); seq | return (lm)
+    name: str = "return"  # the agent's target: targets.TARGETS (control), lm.trainer's TARGETS (lm)
     state: Optional[list[float]] = None  # f_action: the state s* (one-hot/flat observation)
     action: Optional[list[float]] = None  # f_action: the action a* (one entry for discrete actions)
 
@@ -162,10 +192,10 @@ class PPOConfig:
     normalize_advantage: bool = True
     # Skip each epoch's last, smaller minibatch (the authors' filtered training does; SB3 keeps it).
     drop_last_minibatch: bool = False
-    # How optimizer.lr and clip_range change over the run: constant, or linear (rl-zoo's `lin_<value>`,
-    # down to 0 at the last round; update.scheduled). No paper env uses linear; the Pong preset does.
-    lr_schedule: str = "constant"  # constant | linear
-    clip_range_schedule: str = "constant"  # constant | linear
+    # How optimizer.lr and clip_range change over the run (update.SCHEDULES): constant, or linear (rl-zoo's
+    # `lin_<value>`, down to 0 at the last round). No paper env uses linear; the Pong preset does.
+    lr_schedule: str = "constant"
+    clip_range_schedule: str = "constant"
 
 
 @dataclass
@@ -177,19 +207,20 @@ class EvalConfig:
 
 @dataclass
 class InfluenceConfig:
-    backend: str = "jvp"  # jvp | reference (per-record autograd loop; slow, for checking)
+    # The influence.* choices are influence.BACKENDS, NORMALIZATIONS, PRECONDITIONERS and CHECKPOINTS.
+    backend: str = "jvp"  # jvp (forward mode) or reference (per-record autograd loop; slow, for checking)
     chunk_size: int = 4096  # records per forward-mode pass (bounds memory on image envs)
     # How the per-record loss normalises Â: over the whole buffer, or (the authors' code) within each
     # ppo.batch_size chunk of a seeded random partition of the buffer, like one epoch of SB3 minibatches.
-    normalization: str = "buffer"  # buffer | chunk
+    normalization: str = "buffer"
     # none: ⟨∇ℓ_i, ∇L_f⟩, the first-order effect of an SGD step (the paper's). adam: ⟨P ∇ℓ_i, ∇L_f⟩ with
     # Adam's diagonal P = 1/(√v̂ + ε) at θ_k, the step Adam actually takes (needs optimizer=adam).
-    preconditioner: str = "none"  # none | adam
+    preconditioner: str = "none"
     # round_start: scores at θ_k, what IIF selects with (the paper's snapshot). every_step: also sum the
     # paper's general definition over the update's minibatch steps and log how well the round-start
     # scores rank the records against it (metrics.csv influence_step_spearman; costs one target
     # gradient and one forward-mode pass per minibatch).
-    checkpoints: str = "round_start"  # round_start | every_step
+    checkpoints: str = "round_start"
 
 
 @dataclass
@@ -205,7 +236,7 @@ class CollectionConfig:
 
 @dataclass
 class LoggerConfig:
-    mode: str = "offline"  # offline | online | disabled
+    mode: str = "offline"  # a name in run_logger.LOGGER_MODES
     project: str = "rlinfluence"
     entity: Optional[str] = None
     group: Optional[str] = None
@@ -245,7 +276,6 @@ class DiagnoseConfig:
 
     rounds: list[int] = field(default_factory=lambda: [2, 5, 10])
     rollouts: int = 1000  # Monte-Carlo rollouts per (state, action) for the true advantage Ā
-    bottom: int = 100  # records shown as the most negative influence (Fig. 3a, 8)
 
 
 @dataclass
@@ -264,7 +294,7 @@ class TimelineConfig:
     over the rounds of the standard run."""
 
     rounds: list[int] = field(default_factory=list)  # empty: every round
-    state: Optional[list[float]] = None  # s*, flat; null: the env's default (analyses/timeline.py)
+    state: Optional[list[float]] = None  # s*, flat; null: the env's start state (a preset may set one)
     action: Optional[int] = None  # a*; null: the final policy's most probable action in s*
     neighbours: int = 20  # u of the u-nearest-neighbour graph of the roughness (paper: 20-100)
     top: int = 20  # records of highest influence written per round

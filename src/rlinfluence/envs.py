@@ -11,7 +11,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from rlinfluence.config import EnvConfig
+from rlinfluence.config import EnvConfig, chosen
 
 
 class OneHotObservation(gym.ObservationWrapper):
@@ -40,25 +40,32 @@ class ChannelFirstImage(gym.ObservationWrapper):
         return np.ascontiguousarray(observation.transpose(2, 0, 1))
 
 
-def _minigrid_image(env: gym.Env) -> gym.Env:
+def _one_hot(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+    return OneHotObservation(env)
+
+
+def _minigrid_image(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
     from minigrid.wrappers import ImgObsWrapper
 
     return ChannelFirstImage(ImgObsWrapper(env))
 
 
-def _atari(env: gym.Env) -> gym.Env:
-    """The standard Atari preprocessing (Mnih et al. 2015; rl-zoo's AtariWrapper + frame_stack 4):
-    no-op starts, 4-frame skip with max-pooling, 84x84 grayscale, 4 stacked frames, uint8, channel-first.
-    The env must not skip frames itself (use the *NoFrameskip-v4 ids)."""
+def _atari(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+    """The standard Atari preprocessing (Mnih et al. 2015; rl-zoo's AtariWrapper + frame_stack), with
+    env.atari's settings: no-op starts, frame skip with max-pooling, square grayscale frames, stacked,
+    uint8, channel-first. The env must not skip frames itself (use the *NoFrameskip-v4 ids)."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-    env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
-                             grayscale_obs=True)
-    return FrameStackObservation(env, 4)  # stacks on a new leading axis: (4, 84, 84)
+    settings = env_cfg.atari
+    env = AtariPreprocessing(env, noop_max=settings.noop_max, frame_skip=settings.frame_skip,
+                             screen_size=settings.screen_size, terminal_on_life_loss=settings.terminal_on_life_loss,
+                             grayscale_obs=True)  # one channel a frame: the stack is the CNN's channels
+    return FrameStackObservation(env, settings.frame_stack)  # stacks on a new leading axis: (stack, size, size)
 
 
-WRAPPERS: dict[str, Callable[[gym.Env], gym.Env]] = {
-    "one_hot": OneHotObservation,
+# env.wrappers: each name's wrapper, applied in the listed order
+WRAPPERS: dict[str, Callable[[gym.Env, EnvConfig], gym.Env]] = {
+    "one_hot": _one_hot,
     "minigrid_image": _minigrid_image,
     "atari": _atari,
 }
@@ -67,9 +74,7 @@ WRAPPERS: dict[str, Callable[[gym.Env], gym.Env]] = {
 def make_env(env_cfg: EnvConfig) -> gym.Env:
     env = gym.make(env_cfg.id, **dict(env_cfg.make_kwargs))
     for name in env_cfg.wrappers:
-        if name not in WRAPPERS:
-            raise ValueError(f"env.wrappers: {name!r} is not one of: {', '.join(WRAPPERS)}")
-        env = WRAPPERS[name](env)
+        env = chosen(WRAPPERS, "env.wrappers", name)(env, env_cfg)
     return env
 
 
@@ -120,9 +125,7 @@ def state_key_function(env_cfg: EnvConfig) -> Callable[[gym.Env], int] | None:
     """The env's state-key function, or None when it exposes no discrete state."""
     if env_cfg.state_key is None:
         return None
-    if env_cfg.state_key not in STATE_KEYS:
-        raise ValueError(f"env.state_key: {env_cfg.state_key!r} is not one of: {', '.join(STATE_KEYS)}")
-    return STATE_KEYS[env_cfg.state_key]
+    return chosen(STATE_KEYS, "env.state_key", env_cfg.state_key)
 
 
 def to_env_action(action_space: gym.Space, action: np.ndarray):

@@ -20,7 +20,7 @@ from scipy import stats
 from torch import nn
 from torch.func import functional_call, jvp
 
-from rlinfluence.config import InfluenceConfig, PPOConfig
+from rlinfluence.config import InfluenceConfig, PPOConfig, chosen
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
@@ -162,15 +162,14 @@ def round_attribution(model: ActorCritic, buffer: RolloutBuffer, ppo: PPOConfig,
     """The round's scores on any target at θ_k, with the configured backend, advantage normalisation
     (`partition_rng` draws the chunks of `influence.normalization=chunk`, once: every target sees the
     same per-record losses) and preconditioner (`influence.preconditioner=adam` reads it from `optimizer`)."""
-    normalized = None
-    if cfg.normalization == "chunk":
-        normalized = chunk_normalized_advantages(buffer.advantages, ppo.batch_size, partition_rng)
-    preconditioner = adam_preconditioner(model, optimizer) if cfg.preconditioner == "adam" else None
+    normalize = chosen(NORMALIZATIONS, "influence.normalization", cfg.normalization)
+    precondition = chosen(PRECONDITIONERS, "influence.preconditioner", cfg.preconditioner)
+    scores = chosen(BACKENDS, "influence.backend", cfg.backend)
+    normalized = normalize(buffer.advantages, ppo.batch_size, partition_rng)
+    preconditioner = precondition(model, optimizer)
 
     def attribute(target: Target) -> torch.Tensor:
-        if cfg.backend == "reference":
-            return reference_scores(model, buffer, target, ppo, normalized, preconditioner)
-        return influence_scores(model, buffer, target, ppo, cfg.chunk_size, normalized, preconditioner)
+        return scores(model, buffer, target, ppo, cfg.chunk_size, normalized, preconditioner)
 
     return attribute
 
@@ -212,6 +211,22 @@ def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
         record_step = _preconditioned({k: g for k, g in zip(params, grads) if g is not None}, preconditioner)
         scores[i] = sum((g * attribution.target_gradient[k]).sum() for k, g in record_step.items())
     return scores
+
+
+def _reference_backend(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig, chunk_size: int,
+                       normalized_advantages: torch.Tensor | None, preconditioner: Params | None) -> torch.Tensor:
+    return reference_scores(model, buffer, target, ppo, normalized_advantages, preconditioner)  # no chunks
+
+
+# The closed choices of `influence.*`, each read by validation and by round_attribution.
+# backend -> (model, buffer, target, ppo, chunk_size, Â, P) -> every record's score
+BACKENDS = {"jvp": influence_scores, "reference": _reference_backend}
+# normalization -> (advantages, chunk, rng) -> the per-record loss's Â (None: over the whole buffer)
+NORMALIZATIONS = {"buffer": lambda advantages, chunk, rng: None, "chunk": chunk_normalized_advantages}
+# preconditioner -> (model, optimizer) -> the diagonal P (None: P = I)
+PRECONDITIONERS = {"none": lambda model, optimizer: None, "adam": adam_preconditioner}
+# checkpoints: the round-start scores alone, or also their every-step sums (StepInfluence, in the round loop)
+CHECKPOINTS = ("round_start", "every_step")
 
 
 def rank_agreement(round_start: np.ndarray, every_step: np.ndarray, trained: np.ndarray) -> float:

@@ -9,13 +9,14 @@ targets, collection) works unchanged for discrete and continuous actions.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config import NetworkConfig
+from rlinfluence.config import NetworkConfig, chosen
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -93,21 +94,46 @@ class ImageScale(nn.Module):
         return x.float() / 255.0
 
 
+def _paper_minigrid_convs(channels: int) -> nn.Sequential:
+    """The paper's MiniGrid extractor."""
+    return nn.Sequential(ImageScale(), nn.Conv2d(channels, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(),
+                         nn.Flatten())
+
+
+def _nature_convs(channels: int) -> nn.Sequential:
+    """Mnih et al. 2015, as SB3's NatureCNN."""
+    return nn.Sequential(ImageScale(), nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
+                         nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                         nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+
+
+Extractor = Callable[[tuple[int, ...], int], tuple[nn.Module, int]]  # (obs shape, features_dim) -> (module, width)
+
+
+def _flat(obs_shape: tuple[int, ...], features_dim: int) -> tuple[nn.Module, int]:
+    return nn.Flatten(), int(np.prod(obs_shape))
+
+
+def _convolutional(convolutions: Callable[[int], nn.Sequential]) -> Extractor:
+    """Convolutions over a channel-first image, then a Linear to features_dim and a ReLU."""
+    def extractor(obs_shape: tuple[int, ...], features_dim: int) -> tuple[nn.Module, int]:
+        convs = convolutions(obs_shape[0])
+        with torch.no_grad():
+            flat = convs(torch.zeros(1, *obs_shape)).shape[1]
+        return nn.Sequential(convs, nn.Linear(flat, features_dim), nn.ReLU()), features_dim
+    return extractor
+
+
+# env.network.kind -> its feature extractor (features_dim: the width of an image extractor's output)
+FEATURE_EXTRACTORS: dict[str, Extractor] = {
+    "mlp": _flat,
+    "cnn": _convolutional(_paper_minigrid_convs),
+    "nature_cnn": _convolutional(_nature_convs),
+}
+
+
 def feature_extractor(kind: str, obs_shape: tuple[int, ...], features_dim: int) -> tuple[nn.Module, int]:
-    if kind == "mlp":
-        return nn.Flatten(), int(np.prod(obs_shape))
-    if kind == "cnn":  # the paper's MiniGrid extractor
-        convs = nn.Sequential(ImageScale(), nn.Conv2d(obs_shape[0], 16, 3), nn.ReLU(),
-                              nn.Conv2d(16, 32, 3), nn.ReLU(), nn.Flatten())
-    elif kind == "nature_cnn":  # Mnih et al. 2015, as SB3's NatureCNN
-        convs = nn.Sequential(ImageScale(), nn.Conv2d(obs_shape[0], 32, 8, stride=4), nn.ReLU(),
-                              nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-                              nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
-    else:
-        raise ValueError(f"env.network.kind={kind!r} is not one of: mlp, cnn, nature_cnn")
-    with torch.no_grad():
-        flat = convs(torch.zeros(1, *obs_shape)).shape[1]
-    return nn.Sequential(convs, nn.Linear(flat, features_dim), nn.ReLU()), features_dim
+    return chosen(FEATURE_EXTRACTORS, "env.network.kind", kind)(obs_shape, features_dim)
 
 
 class ActorCritic(nn.Module):

@@ -45,7 +45,7 @@ from rlinfluence.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag,
 from rlinfluence.run_logger import COLUMNS, RunLogger, rows_to_resume
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Attribute, Influence, Selection, make_selection, numeric_p
-from rlinfluence.targets import make_target
+from rlinfluence.targets import TARGETS as CONTROL_TARGETS, make_target
 from rlinfluence.update import make_optimizer, ppo_update, scheduled
 from rlinfluence.validation import check_action_target, check_env, require_one_of
 
@@ -62,7 +62,7 @@ class Trainer:
     every RNG) and their checkpointable state."""
 
     columns = COLUMNS
-    TARGETS = ("return", "action")
+    TARGETS = tuple(CONTROL_TARGETS)
 
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:

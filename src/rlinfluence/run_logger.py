@@ -54,10 +54,14 @@ def rows_to_resume(path: Path, last_round: int) -> list[dict[str, str]]:
     return rows
 
 
+DISABLED = "disabled"
+LOGGER_MODES = ("offline", "online", DISABLED)  # logger.mode: wandb.init's modes, passed through to it
+
+
 class WandbMirror:
     def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str):
         self.run = None
-        if cfg.logger.mode == "disabled":
+        if cfg.logger.mode == DISABLED:
             return
         try:
             import wandb

@@ -5,7 +5,7 @@ different settings never do.
 
 The readable part names the paper's settings. <protocol> is absent for the clean protocol, `paper` for
 the authors' (protocol=paper), else the names of the switches set. <hash> is absent when every other
-result-affecting setting has the default of the run's env and optimizer; else it is 6 hex digits of
+result-affecting setting has the default of the run's env, optimizer and method; else it is 6 hex digits of
 the settings that differ. `identity.json` in the run dir holds all the result-affecting settings, so a
 rerun resumes or skips the run only when they are equal (a key added to conf/ since the run was made
 counts at its default: `settings_as_now`).
@@ -101,8 +101,10 @@ def create_run_dir(path: Path, runs_root: str) -> None:
 NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force", "progress", "logger", "figures",
                         "checkpoint", "analysis", "replay")
 # Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
-# env.eval_episodes -> eval.episodes), and the method, whose result-affecting part is its tag in the path.
-COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method")
+# env.eval_episodes -> eval.episodes), and the method's name, p and variant, which its tag in the path
+# names. The method's other settings (td_error's alpha) are hashed relative to the method's preset; the
+# method.* keys a method does not read are not part of its runs (`_unread_method_keys`).
+COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method.name", "method.p", "method.variant")
 # Result-affecting, but named by the readable path already.
 IN_PATH = ("seed", *(key for key, _, _ in PROTOCOL_SWITCHES))
 UNSET = "<unset>"  # a key the config lacks (deleted with ~key, or added with +key on the other side)
@@ -119,13 +121,20 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
             for flat_key, value in flatten(subtree, f"{prefix}.{key}" if prefix else str(key)).items()}
 
 
+def _unread_method_keys(cfg: DictConfig) -> tuple[str, ...]:
+    """The method.* keys the run's method does not read (validation warns of one that is set)."""
+    method_class = SELECTION_METHODS.get(OmegaConf.select(cfg, "method.name"))
+    read = method_class.settings if method_class else ()
+    return tuple(f"method.{key}" for key in cfg.get("method") or () if key != "name" and key not in read)
+
+
 def result_settings(cfg: DictConfig) -> dict[str, Any]:
     """Every setting the run's results depend on, resolved, as {dotted key: value} sorted by key."""
     # Node by node, so that the `hydra` node of a full config is never resolved.
     tree = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
             for key in cfg if key not in NOT_RESULT_AFFECTING}
-    settings = flatten(tree)
-    return {key: settings[key] for key in sorted(settings) if not _under(key, COMPARED_ELSEWHERE)}
+    settings, elsewhere = flatten(tree), COMPARED_ELSEWHERE + _unread_method_keys(cfg)
+    return {key: settings[key] for key in sorted(settings) if not _under(key, elsewhere)}
 
 
 @contextlib.contextmanager
@@ -150,7 +159,7 @@ def _search_path() -> str:
     return str(hydra.hydra.config_loader.get_search_path()) if hydra.is_initialized() else CONFIG_DIR
 
 
-# Composed once per search path (the cache key) and overrides: a sweep composes each env/optimizer pair once.
+# Composed once per search path (the cache key) and overrides: a sweep composes each env/optimizer/method once.
 
 @functools.cache
 def _composed(search_path: str, overrides: tuple[str, ...]) -> DictConfig:
@@ -162,18 +171,21 @@ def _composed_settings(search_path: str, overrides: tuple[str, ...]) -> dict[str
     return result_settings(_composed(search_path, overrides))
 
 
-def _env_and_optimizer(cfg: DictConfig) -> tuple[str, ...]:
-    return f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}"
+def _preset_groups(cfg: DictConfig) -> tuple[str, ...]:
+    """The groups whose presets a run's defaults are: its env, optimizer and method (each method.name is
+    a conf/method/ option; a config without a method, as the figures' lookups build, has the default's)."""
+    method = OmegaConf.select(cfg, "method.name")
+    return (f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}", *([f"method={method}"] if method else []))
 
 
 def default_config(cfg: DictConfig) -> DictConfig:
-    """The config composed from the run's env and optimizer alone (no key=value override)."""
-    return _composed(_search_path(), _env_and_optimizer(cfg))
+    """The config composed from the run's env, optimizer and method alone (no key=value override)."""
+    return _composed(_search_path(), _preset_groups(cfg))
 
 
 def default_settings(cfg: DictConfig) -> dict[str, Any]:
     """The result settings of `default_config`: what the hash is taken relative to."""
-    return _composed_settings(_search_path(), _env_and_optimizer(cfg))
+    return _composed_settings(_search_path(), _preset_groups(cfg))
 
 
 def preset(env_name: str) -> DictConfig:
@@ -226,7 +238,7 @@ SAME_SIMULATOR = {"minigrid:MiniGrid-Empty-8x8-v0": "rlinfluence.minigrid_view:M
 
 def settings_as_now(stored: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
     """A run's stored identity settings, read with today's keys: a key the run predates counts as having
-    its current default for the run's env and optimizer (`default_settings`).
+    its current default for the run's env, optimizer and method (`default_settings`).
 
     Sound because a new result-affecting key must default to the behaviour from before it existed;
     so adding a key leaves every earlier run resumable, and only a command that sets it otherwise is

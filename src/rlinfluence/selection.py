@@ -248,7 +248,11 @@ class DropAdvantageMismatch(SelectionMethod):
     H1: the largest |Ā − Â|;  H2: the most negative Ā·Â.
     A zero on either side is no mismatch (a state seen with one action only has Ā = 0: no evidence)."""
 
-    VARIANTS = ("h1", "h2")
+    # method.variant -> the badness of a mismatched record, from its Ā·Â (`agreement`) and both advantages
+    VARIANTS: ClassVar[dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]] = {
+        "h1": lambda mc, gae, agreement: np.abs(mc - gae),
+        "h2": lambda mc, gae, agreement: -agreement,
+    }
     settings = ("p", "variant")
 
     def __init__(self, variant: str, p: float, gamma: float):
@@ -280,7 +284,7 @@ class DropAdvantageMismatch(SelectionMethod):
         gae = buffer.advantages.numpy().astype(np.float64)
         agreement = mc * gae  # < 0: the signs disagree; plays the role of IIF's influence score
         mismatched = np.flatnonzero(agreement < 0)
-        badness = np.abs(mc - gae) if self.variant == "h1" else -agreement
+        badness = self.VARIANTS[self.variant](mc, gae, agreement)
         worst_first = mismatched[np.argsort(-badness[mismatched], kind="stable")]
         keep = np.ones(len(buffer), bool)
         keep[worst_first[: n_to_drop(agreement, self.p)]] = False
@@ -301,11 +305,25 @@ class TDErrorReweighting(SelectionMethod):
     """PER-style reweighting by the TD errors δ at θ_k (paper App. B.5): nothing is dropped; each
     epoch the update draws N ids with replacement by these probabilities (update.minibatch_ids)."""
 
-    ALPHA = 0.6  # the paper's (and PER's rank-based) exponent
+    settings = ("alpha",)
+
+    def __init__(self, alpha: float):
+        self.alpha = alpha
+
+    @classmethod
+    def check_config(cls, cfg):
+        alpha = cfg.method.alpha
+        if alpha is None or alpha < 0:
+            raise ConfigError(f"method.alpha={alpha} must be >= 0 (the exponent of the rank priorities; 0 draws "
+                              f"uniformly)")
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.method.alpha)
 
     def select(self, buffer, scores, rng, attribute=None):
         return Selection(np.ones(len(buffer), bool), rank_priorities(buffer.deltas.numpy().astype(np.float64),
-                                                                     self.ALPHA))
+                                                                     self.alpha))
 
 
 SELECTION_METHODS: dict[str, type[SelectionMethod]] = {

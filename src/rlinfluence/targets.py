@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 import numpy as np
 import torch
 
-from rlinfluence.config import TargetConfig
+from rlinfluence.config import TargetConfig, chosen
 from rlinfluence.records import RolloutBuffer
 
 PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -63,8 +63,17 @@ class ActionTarget:
         return -log_prob.sum()
 
 
-def make_target(cfg: TargetConfig, observation_shape: tuple[int, ...]) -> Target:
-    if cfg.name == "return":
-        return ReturnTarget()
+def _action_target(cfg: TargetConfig, observation_shape: tuple[int, ...]) -> ActionTarget:
     # target.state is a flat YAML list; the policy takes s* in the env's observation shape (images too).
     return ActionTarget(np.reshape(list(cfg.state), observation_shape), list(cfg.action))
+
+
+# target.name -> its builder (the control agent's targets; the language-model agent has its own)
+TARGETS: dict[str, Callable[[TargetConfig, tuple[int, ...]], Target]] = {
+    "return": lambda cfg, observation_shape: ReturnTarget(),
+    "action": _action_target,
+}
+
+
+def make_target(cfg: TargetConfig, observation_shape: tuple[int, ...]) -> Target:
+    return chosen(TARGETS, "target.name", cfg.name)(cfg, observation_shape)

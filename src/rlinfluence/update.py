@@ -10,35 +10,52 @@ takes the dropped records out of them.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config import OptimizerConfig, PPOConfig
+from rlinfluence.config import OptimizerConfig, PPOConfig, chosen
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 
 
-def make_optimizer(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
-    if cfg.name == "sgd":  # plain SGD: no momentum, no weight decay (the paper's setting)
-        return torch.optim.SGD(params, lr=cfg.lr, foreach=True)
+def _sgd(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
+    """Plain SGD: no momentum, no weight decay (the paper's setting)."""
+    return torch.optim.SGD(params, lr=cfg.lr, foreach=True)
+
+
+def _adam(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
+    """Adam with optimizer.eps (SB3's 1e-5); its moments carry over across rounds."""
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.eps, foreach=True)
+
+
+# optimizer.name -> its builder (validation and make_optimizer read this one table)
+OPTIMIZERS: dict[str, Callable[[OptimizerConfig, Any], torch.optim.Optimizer]] = {"sgd": _sgd, "adam": _adam}
+
+
+def make_optimizer(cfg: OptimizerConfig, params) -> torch.optim.Optimizer:
+    return chosen(OPTIMIZERS, "optimizer.name", cfg.name)(cfg, params)
+
+
+# ppo.lr_schedule, ppo.clip_range_schedule -> a setting's value in round k's update of `rounds`
+SCHEDULES: dict[str, Callable[[float, int, int], float]] = {
+    "constant": lambda value, k, rounds: value,
+    # rl-zoo's `lin_<value>`: SB3 scales by progress_remaining = 1 − steps done / total steps, taken
+    # after the round's rollout is collected
+    "linear": lambda value, k, rounds: (1 - k / rounds) * value,
+}
 
 
 def scheduled(value: float, schedule: str, k: int, rounds: int) -> float:
     """A `ppo.*_schedule`d setting's value in round k's update (k = 1..rounds; `value` its config value).
 
-    linear is rl-zoo's `lin_<value>`: SB3 scales `value` by progress_remaining = 1 − steps done / total
-    steps, taken after the round's rollout is collected, so round k's update uses value·(1 − k/rounds):
-    round 1 value·(1 − 1/rounds), the last round 0 (an update that no longer moves the parameters,
-    as in SB3). A function of k alone, so a resumed or replayed round gets the same value."""
-    if schedule == "constant":
-        return value
-    return (1 - k / rounds) * value
+    linear: round 1 value·(1 − 1/rounds), the last round 0 (an update that no longer moves the
+    parameters, as in SB3). A function of k alone, so a resumed or replayed round gets the same value."""
+    return SCHEDULES[schedule](value, k, rounds)
 
 
 def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator,

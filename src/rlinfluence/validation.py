@@ -13,38 +13,27 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence import influence
 from rlinfluence.agents import AGENTS, agent_class
-from rlinfluence.config import ConfigError
+from rlinfluence.config import ConfigError, require_one_of
 from rlinfluence.envs import STATE_KEYS, WRAPPERS, make_env
-from rlinfluence.networks import ACTIVATIONS, ActorCritic
+from rlinfluence.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
+from rlinfluence.run_logger import LOGGER_MODES
 from rlinfluence.rundir import default_config
 from rlinfluence.selection import SELECTION_METHODS
 from rlinfluence.tasks import TRAIN, check_task, task_names
-
-OPTIMIZERS = ("sgd", "adam")
-LOGGER_MODES = ("offline", "online", "disabled")
-NETWORKS = ("mlp", "cnn", "nature_cnn")
-INFLUENCE_BACKENDS = ("jvp", "reference")
-INFLUENCE_NORMALIZATIONS = ("buffer", "chunk")
-INFLUENCE_PRECONDITIONERS = ("none", "adam")
-INFLUENCE_CHECKPOINTS = ("round_start", "every_step")
-SCHEDULES = ("constant", "linear")
+from rlinfluence.update import OPTIMIZERS, SCHEDULES
 
 
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
-
-
-def require_one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:
-    _require(value in allowed, f"{key}={value!r} is not one of: {', '.join(allowed)}")
 
 
 def _positive(key: str, value: float) -> None:
@@ -81,9 +70,9 @@ def validate(cfg: DictConfig) -> None:
     require_one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
     method = SELECTION_METHODS[cfg.method.name]
     method.check_config(cfg)
-    for key in ("p", "variant"):
-        if cfg.method[key] is not None and key not in method.settings:
-            warn(f"method.{key}={cfg.method[key]} does not apply to method={cfg.method.name}; ignored (not part of "
+    for key, value in cfg.method.items():
+        if key != "name" and value is not None and key not in method.settings:
+            warn(f"method.{key}={value} does not apply to method={cfg.method.name}; ignored (not part of "
                  f"the run's identity)")
     for key in ("env.n_steps", "env.rounds", "env.n_envs", "ppo.batch_size", "ppo.n_epochs", "eval.every",
                 "eval.n_parallel", "optimizer.lr", "optimizer.eps", "ppo.clip_range", "influence.chunk_size",
@@ -101,25 +90,27 @@ def validate(cfg: DictConfig) -> None:
     require_one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
     require_one_of("ppo.lr_schedule", cfg.ppo.lr_schedule, SCHEDULES)
     require_one_of("ppo.clip_range_schedule", cfg.ppo.clip_range_schedule, SCHEDULES)
-    require_one_of("env.agent", cfg.env.agent, tuple(AGENTS))
+    require_one_of("env.agent", cfg.env.agent, AGENTS)
     _require(cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
              f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
              f"task=train or task=figures")
     require_one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
-    require_one_of("env.network.kind", cfg.env.network.kind, NETWORKS)
-    require_one_of("env.network.activation", cfg.env.network.activation, tuple(ACTIVATIONS))
+    require_one_of("env.network.kind", cfg.env.network.kind, FEATURE_EXTRACTORS)
+    require_one_of("env.network.activation", cfg.env.network.activation, ACTIVATIONS)
     _positive("env.network.features_dim", cfg.env.network.features_dim)
     for key in ("env.network.pi", "env.network.vf"):
         _require(all(width > 0 for width in OmegaConf.select(cfg, key)),
                  f"{key}={list(OmegaConf.select(cfg, key))} must list layer widths > 0")
     for wrapper in cfg.env.wrappers:
-        require_one_of("env.wrappers", wrapper, tuple(WRAPPERS))
+        require_one_of("env.wrappers", wrapper, WRAPPERS)
+    _require("atari" not in cfg.env.wrappers or cfg.env.atari is not None,
+             "env.wrappers has atari, whose settings env.atari are unset (conf/env/pong.yaml sets them)")
     if cfg.env.state_key is not None:
-        require_one_of("env.state_key", cfg.env.state_key, tuple(STATE_KEYS))
-    require_one_of("influence.backend", cfg.influence.backend, INFLUENCE_BACKENDS)
-    require_one_of("influence.normalization", cfg.influence.normalization, INFLUENCE_NORMALIZATIONS)
-    require_one_of("influence.preconditioner", cfg.influence.preconditioner, INFLUENCE_PRECONDITIONERS)
-    require_one_of("influence.checkpoints", cfg.influence.checkpoints, INFLUENCE_CHECKPOINTS)
+        require_one_of("env.state_key", cfg.env.state_key, STATE_KEYS)
+    require_one_of("influence.backend", cfg.influence.backend, influence.BACKENDS)
+    require_one_of("influence.normalization", cfg.influence.normalization, influence.NORMALIZATIONS)
+    require_one_of("influence.preconditioner", cfg.influence.preconditioner, influence.PRECONDITIONERS)
+    require_one_of("influence.checkpoints", cfg.influence.checkpoints, influence.CHECKPOINTS)
     _require(cfg.influence.preconditioner != "adam" or cfg.optimizer.name == "adam",
              f"influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), got optimizer={cfg.optimizer.name}")
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
@@ -156,7 +147,8 @@ def env_spaces(env_cfg: DictConfig) -> tuple[gym.Space, gym.Space]:
     stepped; once a process per setting, so a sweep builds each env once). ConfigError when it cannot be
     made as configured."""
     make_kwargs = OmegaConf.to_container(env_cfg.make_kwargs, resolve=True)
-    key = json.dumps([env_cfg.id, make_kwargs, list(env_cfg.wrappers)], sort_keys=True, default=str)
+    atari = None if env_cfg.atari is None else OmegaConf.to_container(env_cfg.atari)  # sets the frames' shape
+    key = json.dumps([env_cfg.id, make_kwargs, list(env_cfg.wrappers), atari], sort_keys=True, default=str)
     if key not in _spaces:
         try:
             env = make_env(env_cfg)

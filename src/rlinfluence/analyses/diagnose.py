@@ -105,8 +105,7 @@ def check_diagnose(cfg: DictConfig) -> None:
     check_outputs(cfg)
     settings = cfg.analysis.diagnose
     check_rounds(cfg, "analysis.diagnose.rounds", list(settings.rounds))
-    check_at_least_one(settings, "analysis.diagnose", {"rollouts": "Monte-Carlo rollouts per (state, action)",
-                                                       "bottom": "records shown as the most negative"})
+    check_at_least_one(settings, "analysis.diagnose", {"rollouts": "Monte-Carlo rollouts per (state, action)"})
 
 
 def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:

@@ -5,8 +5,8 @@ snapshot: the buffer θ_k collected is scored with f_action at θ_k (influence.p
 are its `analysis.timeline.top` records of highest influence (observation, action, Â, distance to s* in
 the embedding below), each carrying the round's π_θk(a*|s*) and graph roughness R.
 
-Target: s* = `analysis.timeline.state`; when null, the env's entry in TARGET_STATES, else the env's
-start state (its first observation after a reset with the run's seed). a* = `analysis.timeline.action`,
+Target: s* = `analysis.timeline.state` (an env's preset may set it: conf/env/acrobot.yaml); when null,
+the env's start state (its first observation after a reset with the run's seed). a* = `analysis.timeline.action`,
 or by default the final policy's most probable action in s*: the behaviour the run ends up with,
 followed back to where it formed.
 
@@ -50,13 +50,6 @@ from rlinfluence.tasks import register
 from rlinfluence.validation import check_action_target
 
 MIN_PHASE_ROUNDS = 3  # a phase is a stretch of training, not one noisy round
-# Default s* per env, as the flat observation.
-TARGET_STATES = {
-    # Both links hanging straight down, the first swinging through the bottom at θ̇1 = +2 rad/s: the moment
-    # an energy-pumping swing-up chooses its torque. (The start state, near rest, is a poor target: the
-    # trained policy stays split there between the two directions to start swinging in.)
-    "acrobot": [1.0, 0.0, 1.0, 0.0, 2.0, 0.0],
-}
 
 
 # ---------------------------------------------------------------- graph roughness
@@ -199,7 +192,7 @@ def target_state(cfg: DictConfig) -> tuple[list[float], tuple[gym.Space, gym.Spa
     finally:
         env.close()
     state = cfg.analysis.timeline.state
-    state = state if state is not None else TARGET_STATES.get(cfg.env.name, np.ravel(start))
+    state = state if state is not None else np.ravel(start)
     return [float(v) for v in state], spaces
 
 

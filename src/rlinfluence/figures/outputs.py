@@ -501,26 +501,53 @@ def protocol_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-# What counts as a failed seed, per environment: (description, test on one run's rows).
-COLLAPSE = {
-    "frozenlake": ("final test return < 0.5", lambda run: _final_return(run) < 0.5),
-    "acrobot": ("test return < −150 up to round 20",
-                lambda run: (metrics.first_round_reaching(_curve(run), -150.0) or 10**9) > 20),
-}
+@dataclass(frozen=True)
+class Failure:
+    """A failed seed of the collapse tables: its test return below `below` at its last evaluated round,
+    or, with `by_round`, at every round up to that one (it has not reached `below` by then)."""
+
+    below: float
+    by_round: int | None = None
+
+    @property
+    def level(self) -> str:
+        return f"{self.below:g}".replace("-", "−")  # with a typographic minus, as tables and captions print it
+
+    @property
+    def criterion(self) -> str:
+        if self.by_round is None:
+            return f"final test return < {self.level}"
+        return f"test return < {self.level} up to round {self.by_round}"
+
+    @property
+    def whose(self) -> str:
+        """The criterion as a caption says which seeds fail: `Seeds whose ...`."""
+        if self.by_round is None:
+            return f"whose final test return stays below {self.level}"
+        return f"whose test return has not reached {self.level} by round {self.by_round}"
+
+    def failed(self, run: pd.DataFrame) -> bool:
+        if self.by_round is None:
+            return _final_return(run) < self.below
+        return (metrics.first_round_reaching(_curve(run), self.below) or 10**9) > self.by_round
+
+
+# What counts as a failed seed, per environment (paper_figures/README.md, Collapse).
+COLLAPSE = {"frozenlake": Failure(0.5), "acrobot": Failure(-150.0, by_round=20)}
 
 
 def collapse_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     """How many seeds of each arm fail (COLLAPSE), with the rate's Wilson 95 % interval."""
     table = []
     for env in output.runs.envs:
-        criterion, failed = COLLAPSE[env]
+        failure = COLLAPSE[env]
         for protocol in output.runs.protocols:
             for arm in output.runs.arms:
                 runs = _pick(rows[rows["env"] == env], arm, protocol)
-                failed_seeds = sorted(seed for seed, run in runs.groupby("seed") if failed(run))
+                failed_seeds = sorted(seed for seed, run in runs.groupby("seed") if failure.failed(run))
                 rate = metrics.rate_ci(len(failed_seeds), runs["seed"].nunique())
                 table.append({
-                    "Env": paper.ENV_TITLES[env], "Failure": criterion, "Protocol": protocol, "Arm": arm.label,
+                    "Env": paper.ENV_TITLES[env], "Failure": failure.criterion, "Protocol": protocol, "Arm": arm.label,
                     "Failed / seeds": f"{len(failed_seeds)} / {rate.n}",
                     "Rate [95 % Wilson CI]": f"{100 * rate.mean:.0f} % [{100 * rate.low:.0f}, {100 * rate.high:.0f}]",
                     "Failed seeds": ", ".join(map(str, failed_seeds)) or MISSING_CELL,
@@ -637,21 +664,21 @@ OUTPUTS: tuple[Output, ...] = (
                   overlay="protocol_parts", all_seeds=True), protocol_table)
       for env, parts in COLLECTION_PARTS.items()),
     Output("collapse_frozenlake", "Collapse rate (FrozenLake)",
-           "Seeds of IIF (p = 50 %) whose final test return stays below 0.5, with the rate's Wilson 95 % interval.",
+           f"Seeds of IIF (p = 50 %) {COLLAPSE['frozenlake'].whose}, with the rate's Wilson 95 % interval.",
            Runs("main", ("frozenlake",), (IIF,), seeds=10, protocols=(CLEAN, PAPER), overlay="collapse",
                 all_seeds=True),
            collapse_table),
     Output("collapse_acrobot", "Stuck seeds (Acrobot)",
-           "Seeds whose test return has not reached −150 by round 20, with the rate's Wilson 95 % interval.",
+           f"Seeds {COLLAPSE['acrobot'].whose}, with the rate's Wilson 95 % interval.",
            Runs("main", ("acrobot",), (STANDARD, IIF, RANDOM), seeds=5, protocols=(CLEAN, PAPER),
                 overlay="protocol", all_seeds=True), collapse_table),
     Output("robust_collapse_frozenlake", "Robust IIF: collapse rate (FrozenLake)",
-           "Seeds whose final test return stays below 0.5: plain IIF (p = 50 %) against the robust variants, "
+           f"Seeds {COLLAPSE['frozenlake'].whose}: plain IIF (p = 50 %) against the robust variants, "
            "our protocol, with the rate's Wilson 95 % interval.",
            Runs("main", ("frozenlake",), (IIF, *ROBUST_ARMS), seeds=30, overlay="robust_collapse", all_seeds=True),
            collapse_table),
     Output("robust_stall_acrobot", "Robust IIF: stuck seeds (Acrobot)",
-           "Seeds whose test return has not reached −150 by round 20: standard PPO, plain IIF (p = 50 %) and the "
+           f"Seeds {COLLAPSE['acrobot'].whose}: standard PPO, plain IIF (p = 50 %) and the "
            "robust variants, our protocol, with the rate's Wilson 95 % interval.",
            Runs("main", ("acrobot",), (STANDARD, IIF, *ROBUST_ARMS), seeds=5, overlay="robust", all_seeds=True),
            collapse_table),

@@ -39,6 +39,14 @@ FIG6B = {
     "bipedalwalker": {"SE_ave": (31.0, 8.7), "SE_peak": (26.2, 8.0), "RT_peak": (29.2, 0.7)},
 }
 
+# Fig. 3a and 8 show the 100 records of most negative influence; Fig. 3d reports Spearman(rank, Ā·Â)
+# on FrozenLake (≈ 800 records).
+FIG3_BOTTOM_RECORDS = 100
+FIG3D_SPEARMAN = {"frozenlake": -0.67}
+
+# Fig. 4 and 10 cut the timeline into three phases.
+FIG4_PHASES = 3
+
 # Table 2, keyed by (env, p). The paper ran p = 6.25 too but printed no row for it.
 TABLE2 = {
     ("frozenlake", 12.5): {"SE_ave": (23.5, 3.1), "SE_peak": (15.6, 5.1)},
@@ -101,3 +109,4 @@ TABLE6 = {
     "optimisation": ((40.39, 0.35), (85.56, 0.17)),
     "total": ((45.28, 0.47), (88.15, 0.22)),
 }
+TABLE6_TOTAL_SHARE = 51.37  # IIF's total over standard PPO's, in %

@@ -146,8 +146,6 @@ def documented_identities(data_dir: Path, outputs) -> dict[Path, dict]:
 
 DIAGNOSED_ROUND = 5  # the paper's k for Fig. 3
 FIG8_ROUNDS = (2, 5, 10)
-BOTTOM = 100  # the paper's bottom records of Fig. 3a, 8
-PAPER_SPEARMAN = {"frozenlake": -0.67}  # Fig. 3d, ≈ 800 records
 ARROWS = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # FrozenLake actions left, down, right, up as (dx, dy)
 SIGN_COLOURS = {"Â > 0": "tab:blue", "Â < 0": "tab:red"}
 
@@ -192,7 +190,7 @@ def bottom_records_grid(output: Output, rows: pd.DataFrame) -> Figure:
             for ax, seed in zip(ax_row, seeds):
                 run = rows[(rows["seed"] == seed) & (rows["round"] == k)]
                 _frozenlake_grid(ax, f"round {k}, seed {seed}")
-                _bottom_arrows(ax, run.nlargest(BOTTOM, "rank"))
+                _bottom_arrows(ax, run.nlargest(paper.FIG3_BOTTOM_RECORDS, "rank"))
         _arrow_legend(fig)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
@@ -328,7 +326,7 @@ def spearman_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     for env, env_rows in _diagnosed(rows).groupby("env", sort=False):
         values = [spearman(run) for _, run in env_rows.groupby("seed")]
         per_seed = ", ".join(f"{v:.2f}" for v in values)
-        paper_value = PAPER_SPEARMAN.get(env)
+        paper_value = paper.FIG3D_SPEARMAN.get(env)
         lines.append({"env": paper.ENV_TITLES[env], "records per seed": str(len(env_rows) // len(values)),
                       "Spearman per seed": per_seed,
                       "ours (mean ± std)": f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}",
@@ -413,7 +411,6 @@ def intervention_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- behaviour formation (Fig. 4, 10)
 
-PAPER_PHASES = 3  # the paper's Fig. 4 and 10 show three
 # Two state features per env to show the top records in: (label, of the rows' obs_<d> columns).
 STATE_AXES = {
     "acrobot": (("θ1 (rad)", lambda d: np.arctan2(d["obs_1"], d["obs_0"])), ("θ̇1 (rad/s)", lambda d: d["obs_4"])),
@@ -461,7 +458,7 @@ def timeline_figure(output: Output, rows: pd.DataFrame) -> Figure:
     """Fig. 4 / 10: π(a*|s*) and R against round with the phases shaded; below, per phase, its top records."""
     env, seed = rows["env"].iloc[0], rows["seed"].min()
     rows = rows[rows["seed"] == seed]
-    phase_of = phases(rows, PAPER_PHASES)
+    phase_of = phases(rows, paper.FIG4_PHASES)
     series = round_series(rows).assign(phase=lambda d: d["round"].map(phase_of)).sort_values("round")
     top = rows.assign(phase=rows["round"].map(phase_of))
     state = json.loads(rows["target_state"].iloc[0])
@@ -486,7 +483,7 @@ def timeline_figure(output: Output, rows: pd.DataFrame) -> Figure:
     return fig
 
 
-_BOTTOM_NOTE = (f"The {BOTTOM} records of most negative influence (f_return) in the buffer of a standard-PPO "
+_BOTTOM_NOTE = (f"The {paper.FIG3_BOTTOM_RECORDS} records of most negative influence (f_return) in the buffer of a standard-PPO "
                 f"run, per (state, action) as arrows on the 4×4 map (width: how many; colour: sign of their "
                 f"mean GAE advantage Â).")
 _RANK_NOTE = (f"Records of round {DIAGNOSED_ROUND}'s buffer of a standard-PPO run, ranked by decreasing "

@@ -20,21 +20,32 @@ from typing import Callable, Iterator
 
 import torch
 
+from rlinfluence.config import chosen
 from rlinfluence.lm.policy import Policy
 from rlinfluence.lm.ppo import masked_mean, record_losses
 from rlinfluence.lm.rollout import Sequences
 
-SEQ, RETURN = "seq", "return"
+def _sequence_loss(logprobs: torch.Tensor, val: Sequences) -> torch.Tensor:
+    """−f_seq: each response's summed log-probability times its last token's advantage."""
+    last = val.mask.shape[1] - 1 - val.mask.flip(1).argmax(1)
+    last_advantage = val.advantages[torch.arange(len(val)), last]
+    return -((logprobs * val.mask).sum(1) * last_advantage).mean()
+
+
+def _return_loss(logprobs: torch.Tensor, val: Sequences) -> torch.Tensor:
+    """−f_return: the masked token mean of Â_t · log π_t."""
+    return -masked_mean(val.advantages * logprobs, val.mask)
+
+
+# target.name -> the language-model agent's L_f (lm.trainer.LMTrainer.TARGETS validates the same names)
+TARGET_LOSSES = {"seq": _sequence_loss, "return": _return_loss}
 
 
 def target_loss(policy: Policy, val: Sequences, target: str) -> torch.Tensor:
     """L_f = −f on the val records (their advantages whitened over the val batch, as the train side's)."""
+    loss = chosen(TARGET_LOSSES, "target.name", target)
     logprobs, _ = policy(val.input_ids, val.attention_mask)
-    if target == SEQ:
-        last = val.mask.shape[1] - 1 - val.mask.flip(1).argmax(1)
-        last_advantage = val.advantages[torch.arange(len(val)), last]
-        return -((logprobs * val.mask).sum(1) * last_advantage).mean()
-    return -masked_mean(val.advantages * logprobs, val.mask)
+    return loss(logprobs, val)
 
 
 def target_gradient(policy: Policy, val: Sequences, target: str, chunk: int) -> list[torch.Tensor]:

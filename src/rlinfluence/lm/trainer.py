@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from rlinfluence.config import ConfigError
 from rlinfluence.lm import hub
 from rlinfluence.lm.evaluation import ToxicityEvaluator
-from rlinfluence.lm.influence import record_loss_fn, sequence_scores, target_gradient
+from rlinfluence.lm.influence import TARGET_LOSSES, record_loss_fn, sequence_scores, target_gradient
 from rlinfluence.lm.policy import DTYPES, Policy, load_tokenizer
 from rlinfluence.lm.ppo import (AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, sequence_kl,
                                 token_gae)
@@ -41,7 +41,7 @@ from rlinfluence.validation import require_one_of
 
 class LMTrainer:
     columns = COLUMNS + LM_COLUMNS
-    TARGETS = ("seq", "return")
+    TARGETS = tuple(TARGET_LOSSES)
     METHODS = ("ppo", "iif", "random")  # the methods that need no more of a record than its influence
 
     @classmethod
