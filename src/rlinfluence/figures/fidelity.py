@@ -45,7 +45,8 @@ class AuthorsRuns(Runs):
         # As many test episodes as our committed runs of the env evaluate, so both sources' curves compare.
         episodes = CPU_EVALUATION[env].removeprefix("eval.episodes=")
         return (f"python benchmarks/authors_pipeline/driver.py run --venv <venv> --work <work> --env {env} "
-                f"--seed <k> --test-episodes {episodes} && python benchmarks/authors_pipeline/convert.py --work <work>")
+                f"--seed <k> --test-episodes {episodes} && "
+                f"python benchmarks/authors_pipeline/convert.py --work <work> --venv <venv>")
 
 
 @dataclass(frozen=True)
