@@ -20,12 +20,11 @@ import functools
 import json
 import sys
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
-from hydra import compose, initialize_config_dir
+from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
@@ -35,7 +34,6 @@ from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.regenerate import in_repo
 from rlinfluence.figures.runs import RUN_KEY, load_tidy
 from rlinfluence.manifest import expand_sweep
-from rlinfluence.paths import CONFIG_DIR
 from rlinfluence.round import Resume, train
 from rlinfluence.tasks import register
 
@@ -72,16 +70,6 @@ def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
     """Our committed runs, one row each (their first), with their `path`."""
     runs = tidy[tidy["protocol"] != NOT_OURS].drop_duplicates(RUN_KEY)
     return runs.assign(path=runs.apply(run_path, axis=1))
-
-
-@contextmanager
-def composing() -> Iterator[None]:
-    """Hydra's compose API, inside the app (already initialised) or from Python."""
-    if GlobalHydra.instance().is_initialized():
-        yield
-    else:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            yield
 
 
 @functools.cache  # conf/ does not change within a process; a replay of many runs composes each overlay once
@@ -176,7 +164,7 @@ def replay_runs(cfg: DictConfig) -> list[ReplayResult]:
     tidy, settings = load_tidy(data_dir), load_settings(data_dir)
     rows_of = tidy.groupby(RUN_KEY)
     results = []
-    with composing():
+    with rundir.composing():
         for _, run in matching_runs(cfg, tidy).iterrows():
             overrides = overrides_of(run, settings)
             results.append(replay_run(run, rows_of.get_group(tuple(run[RUN_KEY])), overrides, cfg.replay.rounds))
