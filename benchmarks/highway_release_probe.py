@@ -57,7 +57,7 @@ def test_return(model, env: gym.Env, episodes: int, seed0: int) -> tuple[float, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env-id", default="highway-v0",
-                    help="highway-v0 (the installed release) or e.g. rlinfluence.highway:highway-v0-fast")
+                    help="highway-v0 (the installed release) or e.g. rlinfluence.envs.highway:highway-v0-fast")
     ap.add_argument("--train-vehicles", type=int, default=10, help="vehicles_count when training; 0 = default")
     ap.add_argument("--eval-vehicles", type=int, default=10, help="vehicles_count when testing; 0 = default")
     ap.add_argument("--seed", type=int, default=0)

@@ -21,7 +21,7 @@ import torch
 from round_speed import compose_config  # benchmarks/round_speed.py
 from simulator_speed import BLOCK, SIMULATORS, round_and_evaluation, stepping
 
-import rlinfluence.highway  # noqa: F401  (registers highway-v0-fast)
+import rlinfluence.envs.highway  # noqa: F401  (registers highway-v0-fast)
 
 LIBRARY_ID = "highway_env:highway-v0"
 

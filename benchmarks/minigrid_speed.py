@@ -1,5 +1,5 @@
 """MiniGrid simulator speed: the library's Empty-8x8 against the preset's (views looked up per pose,
-src/rlinfluence/minigrid_view.py), in one process.
+src/rlinfluence/envs/minigrid_view.py), in one process.
 
     python benchmarks/minigrid_speed.py [--steps 5000] [--rounds library ours]
 
@@ -19,7 +19,7 @@ import torch
 from round_speed import compose_config  # benchmarks/round_speed.py
 from simulator_speed import BLOCK, SIMULATORS, round_and_evaluation, stepping
 
-import rlinfluence.minigrid_view  # noqa: F401  (registers the -fast ids)
+import rlinfluence.envs.minigrid_view  # noqa: F401  (registers the -fast ids)
 
 LIBRARY_ID = "minigrid:MiniGrid-Empty-8x8-v0"
 

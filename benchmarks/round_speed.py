@@ -19,8 +19,9 @@ import gymnasium as gym
 import torch
 from hydra import compose, initialize_config_dir
 
-from rlinfluence.paths import CONFIG_DIR
-from rlinfluence.round import Trainer, run_round
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.round import run_round
 
 
 def compose_config(overrides: list[str]):

@@ -12,7 +12,9 @@ import gymnasium as gym
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.round import Trainer, run_round
+from rlinfluence.control.trainer import Trainer
+
+from rlinfluence.round import run_round
 
 SIMULATORS = ["library", "ours"]
 BLOCK = 100

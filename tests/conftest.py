@@ -16,8 +16,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-import rlinfluence.config  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
-from rlinfluence.paths import CONFIG_DIR  # noqa: E402
+import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
+from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
 from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402

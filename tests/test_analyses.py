@@ -15,13 +15,13 @@ from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
 from rlinfluence.analyses.standard_run import standard_run_config
 from rlinfluence.cli import run_task
-from rlinfluence.config import ConfigError
-from rlinfluence.envs import make_env
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.counterfactual import removal_correlations
 from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4, AnalysisData, iif_p
-from rlinfluence.round import Trainer
-from rlinfluence.rundir import run_dir
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.run.rundir import run_dir
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
 from conftest import analysis_output, write_analyses

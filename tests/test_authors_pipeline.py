@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlinfluence.paths import REPO_ROOT
+from rlinfluence.config.paths import REPO_ROOT
 
 PIPELINE = REPO_ROOT / "benchmarks" / "authors_pipeline"
 

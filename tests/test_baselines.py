@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from conftest import compose_config
-from rlinfluence.collect import TrainEnvs, collect_rollout
-from rlinfluence.config import ConfigError
+from rlinfluence.control.collect import TrainEnvs, collect_rollout
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.outputs import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
-from rlinfluence.networks import ActorCritic
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
-from rlinfluence.rundir import method_tag
+from rlinfluence.run.rundir import method_tag
 from rlinfluence.selection import (DropAdvantageMismatch, TDErrorReweighting, make_selection, monte_carlo_advantages,
                                    rank_priorities)
 from rlinfluence.update import minibatch_ids
-from rlinfluence.validation import validate
+from rlinfluence.config.validation import validate
 
 GAMMA = 0.5  # exact in binary: hand-computed returns compare exactly
 

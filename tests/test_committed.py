@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 
 import rlinfluence as rlinfluence_package
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
 from rlinfluence.figures.runs import read_tidy_csv
 from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.section4 import DATA_DIR, documented_identities
-from rlinfluence.paths import REPO_ROOT
+from rlinfluence.config.paths import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "paper_figures"
 PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episodes=10", "seed=0", "method=iif"]

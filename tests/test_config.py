@@ -12,11 +12,11 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
 from conftest import compose_config
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.lm.hub import HubAssetMissing
-from rlinfluence.paths import CONFIG_DIR, PACKAGE_DIR, REPO_ROOT
-from rlinfluence.rundir import relative_run_dir, run_dir
-from rlinfluence.validation import validate
+from rlinfluence.config.paths import CONFIG_DIR, PACKAGE_DIR, REPO_ROOT
+from rlinfluence.run.rundir import relative_run_dir, run_dir
+from rlinfluence.config.validation import validate
 
 GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher", "model"]
 # Options that need extra values before they can run.

@@ -12,10 +12,10 @@ import torch
 
 from conftest import TINY, compose_config
 from rlinfluence.cli import run_task
-from rlinfluence.collect import TrainEnvs, collect_rollout
-from rlinfluence.envs import make_env
+from rlinfluence.control.collect import TrainEnvs, collect_rollout
+from rlinfluence.envs.make import make_env
 from rlinfluence.influence import influence_scores, reference_scores
-from rlinfluence.networks import ActorCritic
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.seeding import torch_generator
 from rlinfluence.targets import ActionTarget, ReturnTarget
 
@@ -116,7 +116,7 @@ def test_minigrid_state_key_is_the_pose_behind_the_egocentric_view():
 
 
 def test_the_minigrid_preset_replays_the_librarys_env_step_for_step():
-    """Our Empty-8x8 (views looked up per pose, src/rlinfluence/minigrid_view.py) against the library's,
+    """Our Empty-8x8 (views looked up per pose, src/rlinfluence/envs/minigrid_view.py) against the library's,
     both through the preset's wrappers: same seeds and random actions (pickup/drop/toggle included),
     the same observation, reward and episode end at every step, through goals and time limits; and
     again after a pose is set by hand, as task=diagnose does."""

@@ -13,9 +13,9 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from rlinfluence.figures.outputs import OUTPUTS
-from rlinfluence.paths import CONFIG_DIR
-from rlinfluence.rundir import method_tag, protocol_tag, run_leaf
-from rlinfluence.validation import validate
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
+from rlinfluence.config.validation import validate
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]

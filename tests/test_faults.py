@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from rlinfluence.cli import run_task
-from rlinfluence.collect import collect_rollout
-from rlinfluence.config import InfluenceConfig, PPOConfig
+from rlinfluence.control.collect import collect_rollout
+from rlinfluence.config.schema import InfluenceConfig, PPOConfig
 from rlinfluence.influence import compute_influence
-from rlinfluence.round import Trainer
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.selection import DropMostNegative, Selection
 from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import ppo_update

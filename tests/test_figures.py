@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from rlinfluence.checkpoint import RunDirError
-from rlinfluence.evaluation import is_eval_round
+from rlinfluence.run.checkpoint import RunDirError
+from rlinfluence.control.evaluation import is_eval_round
 from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures import catalogue
 from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds

@@ -1,4 +1,4 @@
-"""The Highway preset's faster simulator (src/rlinfluence/highway.py) against highway-env's own
+"""The Highway preset's faster simulator (src/rlinfluence/envs/highway.py) against highway-env's own
 highway-v0, side by side in one process: the same seeds and random actions must give bit-identical
 observations, rewards, terminations, truncations, reward terms and the full state of every vehicle
 on the road, through crashes, lane changes and time limits. Its speed: benchmarks/highway_speed.py."""
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import compose_config
-from rlinfluence.envs import make_env
-from rlinfluence.highway import FastIDMVehicle, FastMDPVehicle, FastRoad, NumpyKinematics
+from rlinfluence.envs.make import make_env
+from rlinfluence.envs.highway import FastIDMVehicle, FastMDPVehicle, FastRoad, NumpyKinematics
 
 
 def road_state(env: gym.Env) -> list[tuple]:

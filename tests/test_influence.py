@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from rlinfluence.config import NetworkConfig, PPOConfig
+from rlinfluence.config.schema import NetworkConfig, PPOConfig
 from rlinfluence.influence import StepInfluence, _Attribution, adam_preconditioner, influence_scores, reference_scores
 from rlinfluence.losses import policy_loss_per_record
 from rlinfluence.selection import Selection
 from rlinfluence.update import ppo_update
-from rlinfluence.networks import ActorCritic
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import ActionTarget, ReturnTarget
 
@@ -133,7 +133,7 @@ def test_adam_preconditioner_is_none_before_the_first_step():
 def test_adam_preconditioning_runs_in_a_round_and_needs_adam(tmp_path):
     from conftest import TINY, compose_config
     from rlinfluence.cli import run_task
-    from rlinfluence.config import ConfigError
+    from rlinfluence.config.schema import ConfigError
 
     with pytest.raises(ConfigError, match=r"influence.preconditioner=adam needs optimizer=adam"):
         run_task(compose_config(TINY + ["influence.preconditioner=adam"]), tmp_path / "sgd")

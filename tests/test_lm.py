@@ -19,7 +19,7 @@ import torch
 from conftest import compose_config
 from rlinfluence.cli import run_task
 from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
-from rlinfluence.validation import validate
+from rlinfluence.config.validation import validate
 
 # A tiny world built in seconds (the preset's pretraining is longer), small rounds.
 LM_TINY = ["env=toxicity_tiny", "model.tiny.pretrain_steps=40", "model.tiny.corpus_sentences=400",
@@ -144,7 +144,7 @@ def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metri
     run_dir = next(interrupted.rglob("metrics.csv")).parent
     assert not (run_dir / "DONE").exists()
     cfg = compose_config(overrides + [f"runs_root={interrupted}"])
-    from rlinfluence.round import read_resume, train
+    from rlinfluence.run.loop import read_resume, train
     train(cfg, run_dir, read_resume(run_dir))
     assert read_metrics(run_dir) == rows
 
@@ -186,7 +186,7 @@ def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
     (["task=diagnose"], "task=diagnose"),
 ])
 def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
-    from rlinfluence.config import ConfigError
+    from rlinfluence.config.schema import ConfigError
 
     with pytest.raises(ConfigError) as error:
         validate(compose_config(["env=toxicity_tiny", *overrides]))
@@ -194,14 +194,14 @@ def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
 
 
 def test_a_control_env_rejects_the_lm_target():
-    from rlinfluence.config import ConfigError
+    from rlinfluence.config.schema import ConfigError
 
     with pytest.raises(ConfigError, match="target.name='seq'"):
         validate(compose_config(["env=frozenlake", "target=seq"]))
 
 
 def test_the_lm_target_loss_refuses_a_name_it_has_no_entry_for():
-    from rlinfluence.config import ConfigError
+    from rlinfluence.config.schema import ConfigError
     from rlinfluence.lm.influence import target_loss
 
     with pytest.raises(ConfigError, match=r"^target.name='action' is not one of: seq, return$"):

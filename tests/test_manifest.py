@@ -1,4 +1,4 @@
-"""Sweep manifests (rlinfluence.manifest): expansion, file format, array splitting, skip-if-done.
+"""Sweep manifests (launch/manifest.py, launch/slurm.py): expansion, file format, array splitting, skip-if-done.
 
 None of these need SLURM: `sbatch`/`scontrol` are replaced by small fakes where submission is tested.
 tests/test_slurm.py runs the same path against a real cluster.
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rlinfluence import manifest as mf
-from rlinfluence.manifest import ArrayChunk, Manifest, Run, compress_ranges, expand_sweep, split_into_arrays
+from rlinfluence.launch import manifest as mf
+from rlinfluence.launch import slurm
+from rlinfluence.launch.manifest import ArrayChunk, Manifest, Run, compress_ranges, expand_sweep, split_into_arrays
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "sbatch" / "run_array.sbatch"
@@ -154,15 +155,15 @@ def test_runs_sharing_a_run_dir_are_kept_once(tmp_path, monkeypatch, capsys):
 def test_make_cli_writes_a_manifest_and_refuses_to_replace_a_different_one(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "manifests" / "s.txt"
-    assert mf.main(["make", "env=frozenlake", "seed=0,1", "-o", str(out)]) == 0
+    assert slurm.main(["make", "env=frozenlake", "seed=0,1", "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("# rlinfluence manifest")
     assert "# command: rlinfluence-manifest make env=frozenlake seed=0,1 -o" in text
     assert len(Manifest.read(out).runs) == 2
-    assert mf.main(["make", "env=frozenlake", "seed=0,1", "-o", str(out)]) == 0  # same runs: fine
-    assert mf.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out)]) == 1
+    assert slurm.main(["make", "env=frozenlake", "seed=0,1", "-o", str(out)]) == 0  # same runs: fine
+    assert slurm.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out)]) == 1
     assert len(Manifest.read(out).runs) == 2
-    assert mf.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out), "--force"]) == 0
+    assert slurm.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out), "--force"]) == 0
     assert len(Manifest.read(out).runs) == 3
 
 
@@ -183,7 +184,7 @@ def test_launcher_overlays_compose(tmp_path, monkeypatch):
 
 
 def test_sbatch_options_come_from_the_slurm_launcher_config():
-    options = mf.sbatch_options(overrides=["hydra.launcher.partition=gpu", "hydra.launcher.account=proj",
+    options = slurm.sbatch_options(overrides=["hydra.launcher.partition=gpu", "hydra.launcher.account=proj",
                                            "hydra.launcher.timeout_min=90", "hydra.launcher.mem_gb=2"])
     for expected in ("--partition=gpu", "--account=proj", "--time=90", "--mem=2G", "--cpus-per-task=1", "--requeue"):
         assert expected in options
@@ -230,7 +231,7 @@ def test_progress_skips_finished_runs(tmp_path):
         (tmp_path / f"runs/t/seed{i}").mkdir(parents=True)
         (tmp_path / f"runs/t/seed{i}/DONE").touch()
     (tmp_path / "runs/t/seed4").mkdir(parents=True)  # started, not finished
-    state = mf.progress(path, Manifest.read(path), tmp_path)
+    state = slurm.progress(path, Manifest.read(path), tmp_path)
     assert state.done == [1, 3]
     assert state.todo == [0, 2, 4]
 
@@ -241,7 +242,7 @@ def test_hand_written_lines_are_composed_to_find_their_run_dir(tmp_path):
     run_dir = tmp_path / "runs/default/frozenlake/sgd/ppo/seed4"
     run_dir.mkdir(parents=True)
     (run_dir / "DONE").touch()
-    state = mf.progress(path, Manifest.read(path), tmp_path)
+    state = slurm.progress(path, Manifest.read(path), tmp_path)
     assert state.run_dirs == [Path(f"runs/default/frozenlake/sgd/ppo/seed{k}") for k in (4, 5)]
     assert state.done == [0] and state.todo == [1]
 
@@ -253,7 +254,7 @@ def test_submit_splits_by_max_array_size_and_skips_done_runs(tmp_path, monkeypat
         (tmp_path / f"runs/t/seed{i}").mkdir(parents=True)
         (tmp_path / f"runs/t/seed{i}/DONE").touch()
 
-    assert mf.main(["submit", str(path), "--parallel", "2", "--no-config", "--", "--time=5"]) == 0
+    assert slurm.main(["submit", str(path), "--parallel", "2", "--no-config", "--", "--time=5"]) == 0
     calls = fake_slurm()
     assert len(calls) == 3  # MaxArraySize=4: runs 0-3, 4-7, 8-9
     arrays = [next(a for a in c["args"] if a.startswith("--array=")) for c in calls]
@@ -275,7 +276,7 @@ def test_submit_splits_by_max_array_size_and_skips_done_runs(tmp_path, monkeypat
     for i in range(10):
         (tmp_path / f"runs/t/seed{i}").mkdir(parents=True, exist_ok=True)
         (tmp_path / f"runs/t/seed{i}/DONE").touch()
-    assert mf.main(["submit", str(path), "--no-config"]) == 0
+    assert slurm.main(["submit", str(path), "--no-config"]) == 0
     assert len(fake_slurm()) == 3
     assert "10 done, 0 queued or running, 0 to do" in capsys.readouterr().out
 
@@ -283,19 +284,19 @@ def test_submit_splits_by_max_array_size_and_skips_done_runs(tmp_path, monkeypat
 def test_submit_leaves_queued_runs_alone(tmp_path, monkeypatch, fake_slurm):
     monkeypatch.chdir(tmp_path)
     path = _manifest_with_dirs(tmp_path, 3)
-    comment = mf.job_comment(path, 0)
+    comment = slurm.job_comment(path, 0)
     squeue = tmp_path / "fakebin" / "squeue"
     squeue.write_text(f"#!/bin/sh\necho '7_1|RUNNING|{comment}'\necho '9_0|PENDING|someone else'\n")
-    state = mf.progress(path, Manifest.read(path), tmp_path)
+    state = slurm.progress(path, Manifest.read(path), tmp_path)
     assert state.queued == {1: "RUNNING"} and state.todo == [0, 2]
-    assert mf.main(["submit", str(path), "--no-config"]) == 0
+    assert slurm.main(["submit", str(path), "--no-config"]) == 0
     assert [a for a in fake_slurm()[0]["args"] if a.startswith("--array=")] == ["--array=0,2%64"]
 
 
 def test_dry_run_prints_the_commands(tmp_path, monkeypatch, fake_slurm, capsys):
     monkeypatch.chdir(tmp_path)
     path = _manifest_with_dirs(tmp_path, 2)
-    assert mf.main(["submit", str(path), "--dry-run", "--no-config"]) == 0
+    assert slurm.main(["submit", str(path), "--dry-run", "--no-config"]) == 0
     assert fake_slurm() == []
     commands = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if line.startswith("sbatch ")]
     assert len(commands) == 1 and "--array=0-1%64" in commands[0]

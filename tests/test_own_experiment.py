@@ -8,9 +8,9 @@ import pytest
 
 from conftest import TINY, compose_config
 from rlinfluence import metrics
-from rlinfluence.checkpoint import RunDirError
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.cli import run_task
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from test_committed import COMMITTED, fingerprint, rlinfluence
 from test_figures import files, table, write_run
 

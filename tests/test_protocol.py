@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from rlinfluence.collect import collect_rollout
-from rlinfluence.config import PPOConfig
+from rlinfluence.control.collect import collect_rollout
+from rlinfluence.config.schema import PPOConfig
 from rlinfluence.influence import chunk_normalized_advantages, influence_scores, reference_scores
-from rlinfluence.round import Trainer, run_round
-from rlinfluence.rundir import protocol_tag, relative_run_dir
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.round import run_round
+from rlinfluence.run.rundir import protocol_tag, relative_run_dir
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import minibatch_ids
@@ -58,8 +59,8 @@ def test_protocol_presets_set_every_switch_and_name_the_run_dir():
 
 
 def test_unknown_influence_normalization_is_rejected_in_one_line():
-    from rlinfluence.config import ConfigError
-    from rlinfluence.validation import validate
+    from rlinfluence.config.schema import ConfigError
+    from rlinfluence.config.validation import validate
 
     with pytest.raises(ConfigError, match=r"influence.normalization='batch' is not one of: buffer, chunk"):
         validate(compose_config(["influence.normalization=batch"]))

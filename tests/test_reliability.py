@@ -19,19 +19,19 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY, compose_config
-from rlinfluence.checkpoint import RunDirError
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.cli import quiet_libraries, run_task
-from rlinfluence.lifecycle import announce_env_optimizer
-from rlinfluence.config import ConfigError, OptimizerConfig, TargetConfig
+from rlinfluence.run.lifecycle import announce_env_optimizer
+from rlinfluence.config.schema import ConfigError, OptimizerConfig, TargetConfig
 from rlinfluence.figures.catalogue import OUTPUTS
-from rlinfluence.networks import feature_extractor
-from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.control.networks import feature_extractor
+from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.targets import make_target
-from rlinfluence.tasks import TASK_MODULES, TASKS, load_task, task_names
+from rlinfluence.run.tasks import TASK_MODULES, TASKS, load_task, task_names
 from rlinfluence.update import make_optimizer
-from rlinfluence.rundir import (check_identity, config_hash, non_default_settings, relative_run_dir, run_dir,
+from rlinfluence.run.rundir import (check_identity, config_hash, non_default_settings, relative_run_dir, run_dir,
                                write_identity)
-from rlinfluence.validation import validate
+from rlinfluence.config.validation import validate
 
 FROZENLAKE_STATE_0 = "target.state=[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"
 
@@ -142,8 +142,9 @@ def test_a_run_made_before_a_key_existed_resumes_with_the_key_at_its_default(tmp
 
 
 def test_a_minigrid_run_made_on_the_librarys_env_id_counts_as_made_on_ours(tmp_path):
-    """The preset moved from the library's Empty-8x8 to ours (the same trajectories, rundir.SAME_SIMULATOR):
-    a run recorded with the library's id is this command's run; any other id is still refused."""
+    """The preset moved from the library's Empty-8x8 to ours (the same trajectories, envs/ids.py), and our
+    simulator's module moved into envs/: a run recorded with the library's id or our former module's id is
+    this command's run; any other id is still refused."""
     cfg = compose_config(["env=minigrid", f"runs_root={tmp_path}"])
     path = run_dir(cfg)
     path.mkdir(parents=True)
@@ -151,9 +152,10 @@ def test_a_minigrid_run_made_on_the_librarys_env_id_counts_as_made_on_ours(tmp_p
     (path / "metrics.csv").write_text("round\n0\n")
     identity = path / "identity.json"
     stored = json.loads(identity.read_text())
-    stored["settings"]["env.id"] = "minigrid:MiniGrid-Empty-8x8-v0"
-    identity.write_text(json.dumps(stored))
-    check_identity(path, cfg)
+    for earlier_id in ("minigrid:MiniGrid-Empty-8x8-v0", "rlinfluence.minigrid_view:MiniGrid-Empty-8x8-v0-fast"):
+        stored["settings"]["env.id"] = earlier_id
+        identity.write_text(json.dumps(stored))
+        check_identity(path, cfg)
     stored["settings"]["env.id"] = "minigrid:MiniGrid-Empty-16x16-v0"
     identity.write_text(json.dumps(stored))
     with pytest.raises(RunDirError, match="env.id"):

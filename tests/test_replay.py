@@ -1,5 +1,5 @@
 """task=replay re-trains committed runs and finds them bit-identical; every run and tidy row records the code
-and library versions that made it (provenance.py)."""
+and library versions that made it (run/provenance.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import pytest
 from conftest import TINY, compose_config
 from rlinfluence.cli import run_task
 from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
-from rlinfluence.paths import REPO_ROOT
-from rlinfluence.provenance import PROVENANCE_COLUMNS, code_version
-from rlinfluence.replay import replay_runs
-from rlinfluence.round import Resume, train
-from rlinfluence.rundir import create_run_dir, run_dir, write_identity
+from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.run.provenance import PROVENANCE_COLUMNS, code_version
+from rlinfluence.figures.committed import load_settings
+from rlinfluence.figures.runs import load_tidy
+from rlinfluence.run.replay import committed_runs, overrides_of, replay_runs
+from rlinfluence.run.loop import Resume, train
+from rlinfluence.run.rundir import composing, create_run_dir, run_dir, write_identity
 
 DATA = REPO_ROOT / "paper_figures" / "data"
 # One committed run per env family, replayed for two rounds by the default suite; `pytest -m long` replays
@@ -57,6 +59,18 @@ def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
 # Committed runs today's code does not reproduce (paper_figures/README.md, "Determinism, and what replays today":
 # made by an unrecorded earlier code state); every other committed run must replay.
 NOT_REPLAYING = ("main/bipedalwalker/*", "adam/minigrid/*", "adam_preconditioner/minigrid/*")
+
+
+@pytest.mark.long
+def test_every_committed_run_is_still_the_run_its_overlay_makes():
+    """Each committed run's overlay job, with the settings its config_hash stands for, composes today to
+    the same run dir (experiment, env, optimizer, method tag, protocol, config hash, seed): moving code or
+    env ids (envs/ids.py) has changed no run's identity."""
+    tidy, settings = load_tidy(DATA), load_settings(DATA)
+    runs = committed_runs(tidy)
+    with composing():
+        made = [overrides_of(run, settings) for _, run in runs.iterrows()]  # ConfigError for a run none makes
+    assert len(made) == len(runs) > 800
 
 
 @pytest.mark.long

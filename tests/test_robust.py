@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from rlinfluence.cli import run_task
-from rlinfluence.collect import collect_rollout
-from rlinfluence.config import ConfigError, PPOConfig
+from rlinfluence.control.collect import collect_rollout
+from rlinfluence.config.schema import ConfigError, PPOConfig
 from rlinfluence.influence import _Attribution, influence_scores, reference_scores
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Trainer
-from rlinfluence.rundir import relative_run_dir
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.run.rundir import relative_run_dir
 from rlinfluence.selection import (DropMostNegative, DropMostNegativeEntropyGuarded, best_drop_count,
                                    held_out_scores, n_to_drop, within_entropy_budget)
 from rlinfluence.targets import EntropyTarget, ReturnTarget
-from rlinfluence.validation import validate
+from rlinfluence.config.validation import validate
 
 from conftest import compose_config
 

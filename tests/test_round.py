@@ -12,7 +12,7 @@ import torch
 
 from rlinfluence.cli import run_task
 from rlinfluence.round import initial_row, run_round
-from rlinfluence.run_logger import COLUMNS
+from rlinfluence.run.logger import COLUMNS
 from rlinfluence.selection import DropMostNegative, DropRandom, Influence, KeepAll, Selection, make_selection, n_to_drop
 from rlinfluence.update import minibatch_ids
 

@@ -12,13 +12,13 @@ import torch
 
 from conftest import compose_config
 from rlinfluence.analyses.standard_run import before_round, matches_run, rerun_update
-from rlinfluence.checkpoint import CHECKPOINT, snapshot_path
+from rlinfluence.run.checkpoint import CHECKPOINT, snapshot_path
 from rlinfluence.cli import run_task
-from rlinfluence.config import ConfigError
-from rlinfluence.round import Trainer
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.selection import Selection
 from rlinfluence.update import ppo_update, scheduled
-from rlinfluence.validation import validate
+from rlinfluence.config.validation import validate
 
 LINEAR = ["ppo.lr_schedule=linear", "ppo.clip_range_schedule=linear"]
 

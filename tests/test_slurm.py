@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from conftest import compose_config
-from rlinfluence import manifest as mf
-from rlinfluence.rundir import run_dir as run_dir_of
+from rlinfluence.launch import slurm
+from rlinfluence.run.rundir import run_dir as run_dir_of
 
 
 def _why_no_slurm() -> str | None:
@@ -152,10 +152,10 @@ def _release(task: str) -> None:
 
 def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir, capsys):
     manifest = workdir / "manifests" / "tiny.txt"
-    assert mf.main(["make", *TINY, "seed=0,1,2", "experiment_name=slurm_sbatch", "-o", str(manifest)]) == 0
+    assert slurm.main(["make", *TINY, "seed=0,1,2", "experiment_name=slurm_sbatch", "-o", str(manifest)]) == 0
     capsys.readouterr()
 
-    assert mf.main(["submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS]) == 0
+    assert slurm.main(["submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS]) == 0
     jobs = _submitted_jobs(capsys.readouterr().out)
     assert len(jobs) == 1
     _wait_until_finished(jobs)
@@ -166,7 +166,7 @@ def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir, capsy
     assert len(logs) == 3 and all("run finished with exit status 0" in p.read_text() for p in logs)
 
     # The same manifest again: everything is done, nothing is submitted.
-    assert mf.main(["submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS]) == 0
+    assert slurm.main(["submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS]) == 0
     out = capsys.readouterr().out
     assert "3 runs: 3 done, 0 queued or running, 0 to do" in out
     assert _submitted_jobs(out) == []
@@ -175,9 +175,9 @@ def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir, capsy
 def test_manifest_split_into_several_arrays(workdir, capsys):
     """More runs than MaxArraySize: chained arrays, every run exactly once."""
     manifest = workdir / "split.txt"
-    assert mf.main(["make", *TINY, "seed=0,1,2", "experiment_name=slurm_split", "-o", str(manifest)]) == 0
+    assert slurm.main(["make", *TINY, "seed=0,1,2", "experiment_name=slurm_split", "-o", str(manifest)]) == 0
     capsys.readouterr()
-    assert mf.main(["submit", str(manifest), "--parallel", "2", "--max-array-size", "2", "--", *SMALL_JOBS]) == 0
+    assert slurm.main(["submit", str(manifest), "--parallel", "2", "--max-array-size", "2", "--", *SMALL_JOBS]) == 0
     jobs = _submitted_jobs(capsys.readouterr().out)
     assert len(jobs) == 2
     _wait_until_finished(jobs)
@@ -190,9 +190,9 @@ def test_manifest_split_into_several_arrays(workdir, capsys):
 @pytest.mark.slow
 def test_sbatch_task_requeued_on_usr1_resumes_from_its_checkpoint(workdir, capsys):
     manifest = workdir / "long.txt"
-    assert mf.main(["make", *LONG, "seed=0", "experiment_name=slurm_requeue", "-o", str(manifest)]) == 0
+    assert slurm.main(["make", *LONG, "seed=0", "experiment_name=slurm_requeue", "-o", str(manifest)]) == 0
     capsys.readouterr()
-    assert mf.main(["submit", str(manifest), "--", *SMALL_JOBS]) == 0
+    assert slurm.main(["submit", str(manifest), "--", *SMALL_JOBS]) == 0
     job, = _submitted_jobs(capsys.readouterr().out)
     task, run_dir = f"{job}_0", _run_dir(workdir, LONG, "slurm_requeue", 0)
     _wait(lambda: (run_dir / "metrics.csv").exists() and len(_rows(run_dir)) >= 3, "the run to log rounds")

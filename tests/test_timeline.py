@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from rlinfluence.analyses.timeline import graph_roughness, knn_edges, phase_starts
-from rlinfluence.checkpoint import load_snapshot
+from rlinfluence.run.checkpoint import load_snapshot
 from rlinfluence.cli import run_task
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures import regenerate, section4
 from rlinfluence.figures.catalogue import OUTPUTS
-from rlinfluence.networks import ActorCritic
-from rlinfluence.paths import REPO_ROOT
-from rlinfluence.round import Trainer
+from rlinfluence.control.networks import ActorCritic
+from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.control.trainer import Trainer
 from conftest import analysis_output
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlinfluence.checkpoint import write_bytes, write_json
+from rlinfluence.run.checkpoint import write_bytes, write_json
 from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, tidy_csv_bytes
-from rlinfluence.paths import REPO_ROOT
-from rlinfluence.provenance import LIBRARIES
+from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.run.provenance import LIBRARIES
 
 UPDATES_PER_ROUND = 320  # 2,048 records / 64 per minibatch x 10 epochs
 N_STEPS = 2048

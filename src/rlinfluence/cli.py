@@ -1,12 +1,12 @@
 """The single entry point: `rlinfluence` / `python -m rlinfluence` (a Hydra app).
 
-`task=train` (default) trains one run into its run dir (rundir.py: the directory is the run's whole
-configuration), resuming from its checkpoint and skipping it when it is already finished (lifecycle.py);
-every other `task=` is a registered task (tasks.py: `figures` regenerates the paper's tables and
+`task=train` (default) trains one run into its run dir (run/rundir.py: the directory is the run's whole
+configuration), resuming from its checkpoint and skipping it when it is already finished (run/lifecycle.py);
+every other `task=` is a registered task (run/tasks.py: `figures` regenerates the paper's tables and
 figures, `diagnose` and `intervene` are the analyses of analyses/). A command that cannot run as given (a
 config error, a run dir it cannot continue) is refused in one line with exit code 2 before it writes
 anything; a sweep (`-m`) is checked job by job before its first job starts. Every command ends with a
-line that says what it did and where; an interrupted run, with the round it stopped in (interrupts.py).
+line that says what it did and where; an interrupted run, with the round it stopped in (run/interrupts.py).
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from hydra._internal.utils import get_args_parser  # the parser of Hydra's comma
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 
-from rlinfluence import rundir
-from rlinfluence.checkpoint import RunDirError
-from rlinfluence.config import ConfigError
-from rlinfluence.interrupts import RunInterrupted
-from rlinfluence.lifecycle import check_run, start_training
-from rlinfluence.manifest import Composer, expand_sweep
-from rlinfluence.paths import CONFIG_DIR
-from rlinfluence.tasks import TRAIN, load_task
-from rlinfluence.validation import validate
+from rlinfluence.run import rundir
+from rlinfluence.run.checkpoint import RunDirError
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.run.interrupts import RunInterrupted
+from rlinfluence.run.lifecycle import check_run, start_training
+from rlinfluence.launch.manifest import Composer, expand_sweep
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.run.tasks import TRAIN, load_task
+from rlinfluence.config.validation import validate
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
 

@@ -20,9 +20,9 @@ from scipy import stats
 from torch import nn
 from torch.func import functional_call, jvp
 
-from rlinfluence.config import InfluenceConfig, PPOConfig, chosen
+from rlinfluence.config.schema import InfluenceConfig, PPOConfig, chosen
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record
-from rlinfluence.networks import ActorCritic
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import Target
 

@@ -15,7 +15,7 @@ from typing import Callable, ClassVar
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.records import Records, RolloutBuffer, discounted_returns_to_go
 from rlinfluence.targets import EntropyTarget, ReturnTarget, Target
 
@@ -265,7 +265,7 @@ class DropAdvantageMismatch(SelectionMethod):
                               "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)")
         check_p(cfg)
         if cfg.env.state_key is None:
-            from rlinfluence.rundir import envs_with_state_key  # it imports this module
+            from rlinfluence.run.rundir import envs_with_state_key  # it imports this module
 
             raise ConfigError(f"method=advantage needs Monte-Carlo advantages over discrete states, which "
                               f"env={cfg.env.name} does not expose (env.state_key is unset); envs that do: "

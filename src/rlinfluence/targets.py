@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 import numpy as np
 import torch
 
-from rlinfluence.config import TargetConfig, chosen
+from rlinfluence.config.schema import TargetConfig, chosen
 from rlinfluence.records import RolloutBuffer
 
 PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config import OptimizerConfig, PPOConfig, chosen
+from rlinfluence.config.schema import OptimizerConfig, PPOConfig, chosen
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
-from rlinfluence.networks import ActorCritic
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 

@@ -20,9 +20,9 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
-from rlinfluence.config import ConfigError
-from rlinfluence.round import Trainer
-from rlinfluence.tasks import register
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.run.tasks import register
 
 OBS = "obs"  # the column of the records' observations, one array per row
 

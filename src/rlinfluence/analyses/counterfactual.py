@@ -39,14 +39,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
                                                check_rounds, matches_run, rerun_update)
-from rlinfluence.config import ConfigError, PPOConfig
-from rlinfluence.evaluation import Evaluator
+from rlinfluence.config.schema import ConfigError, PPOConfig
+from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.influence import target_value
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Trainer
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.seeding import spawn_streams
 from rlinfluence.selection import DropMostNegative, Selection
-from rlinfluence.tasks import register
+from rlinfluence.run.tasks import register
 from rlinfluence.update import minibatch_ids
 
 NONE, RANDOM, IIF, NEGATIVE = "none", "random", "iif", "all_negative"  # the kinds of removed group

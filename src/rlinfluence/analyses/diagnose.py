@@ -21,14 +21,14 @@ from tqdm import tqdm
 
 from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
                                                check_rounds)
-from rlinfluence.config import ConfigError, EnvConfig
-from rlinfluence.envs import STATE_SETTERS, make_env
-from rlinfluence.networks import ActorCritic
+from rlinfluence.config.schema import ConfigError, EnvConfig
+from rlinfluence.envs.make import STATE_SETTERS, make_env
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Trainer
-from rlinfluence.rundir import envs_with_state_key
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.run.rundir import envs_with_state_key
 from rlinfluence.seeding import torch_generator
-from rlinfluence.tasks import register
+from rlinfluence.run.tasks import register
 
 ROLLOUTS_SIDE_BY_SIDE = 256  # envs stepped together with one batched forward pass
 

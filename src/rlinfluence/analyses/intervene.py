@@ -6,7 +6,7 @@ buffer it collected, the round's update is run three times: on every record (wha
 θ_k+1 must match the run's snapshot bit for bit), without the negative-influence records (IIF with
 p = analysis.intervene.p: 100 % drops all of them, as the paper does; the env's p drops what an IIF
 round drops), and without as many records chosen uniformly at random (seeded by (seed, k)). Each is
-evaluated on the round's evaluation episodes, the same for all three (evaluation.py). Rows at p < 100
+evaluated on the round's evaluation episodes, the same for all three (control/evaluation.py). Rows at p < 100
 go to their own file (`<env>-seed<k>-p<p>.csv`), beside the paper's.
 """
 
@@ -21,10 +21,10 @@ from omegaconf import DictConfig
 from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_outputs, check_rounds,
                                                every_round_if_empty, matches_run, rerun_update)
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Trainer
-from rlinfluence.config import ConfigError
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, format_p
-from rlinfluence.tasks import register
+from rlinfluence.run.tasks import register
 
 ALL, INFLUENCE, RANDOM = "all", "influence", "random"
 

@@ -18,14 +18,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlinfluence import rundir
-from rlinfluence.checkpoint import load_snapshot, write_bytes, write_json
-from rlinfluence.config import ConfigError
-from rlinfluence.lifecycle import start_training
+from rlinfluence.run import rundir
+from rlinfluence.run.checkpoint import load_snapshot, write_bytes, write_json
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.run.lifecycle import start_training
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Trainer
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.selection import Selection
-from rlinfluence.validation import check_writable
+from rlinfluence.config.validation import check_writable
 
 
 def standard_run_config(cfg: DictConfig) -> DictConfig:

@@ -40,14 +40,14 @@ from scipy.spatial import cKDTree
 from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
                                                check_rounds, ensure_standard_run, every_round_if_empty,
                                                standard_run_config)
-from rlinfluence.checkpoint import load_snapshot
-from rlinfluence.config import ConfigError
-from rlinfluence.envs import make_env
-from rlinfluence.networks import ActorCritic
-from rlinfluence.round import Trainer
+from rlinfluence.run.checkpoint import load_snapshot
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.envs.make import make_env
+from rlinfluence.control.networks import ActorCritic
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.targets import ActionTarget
-from rlinfluence.tasks import register
-from rlinfluence.validation import check_action_target
+from rlinfluence.run.tasks import register
+from rlinfluence.config.validation import check_action_target
 
 MIN_PHASE_ROUNDS = 3  # a phase is a stretch of training, not one noisy round
 

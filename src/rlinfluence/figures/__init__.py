@@ -9,14 +9,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.experiment import EnvComparison, check_experiment, experiment_figures
 from rlinfluence.figures.regenerate import (MADE, MISSING, PAPER_OUT_DIR, PARTIAL, in_repo, main_from_config, out_dir,
                                             regenerate)
 from rlinfluence.figures.runs import tidy_from_runs
-from rlinfluence.paths import REPO_ROOT
-from rlinfluence.validation import check_writable
-from rlinfluence.tasks import register
+from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.config.validation import check_writable
+from rlinfluence.run.tasks import register
 
 
 def check_figures(cfg: DictConfig) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.committed import REPLACE_KEY
 from rlinfluence.figures.outputs import (_CURVES_NOTE, _RT_NOTE, _SE_NOTE, EFFICIENCY_COLUMNS, STANDARD, _efficiency,
                                          _final_return, _pm_over_seeds, curves_figure, run_name)

@@ -27,7 +27,7 @@ from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import (CPU_EVALUATION, IIF, MAIN_ENVS, MISSING_CELL, RANDOM, STANDARD, Output, Runs, _by_arm,
                                          _curve, _final_return, _pm_over_seeds)
 from rlinfluence.figures.render import figure_style
-from rlinfluence.rundir import CLEAN, PAPER
+from rlinfluence.run.rundir import CLEAN, PAPER
 
 AUTHORS = "authors"  # experiment and protocol of paper_figures/data/authors.csv
 FIDELITY_ENVS = ("minigrid", "lunarlander")  # the envs the authors' release covers

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinfluence.analyses.standard_run import ANALYSES
-from rlinfluence.checkpoint import RunDirError
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh, env_defaults, first_difference
 
 

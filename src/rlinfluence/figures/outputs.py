@@ -19,10 +19,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
-from rlinfluence.evaluation import is_eval_round
+from rlinfluence.control.evaluation import is_eval_round
 from rlinfluence.figures import paper
 from rlinfluence.figures.render import figure_style
-from rlinfluence.rundir import CLEAN, PAPER
+from rlinfluence.run.rundir import CLEAN, PAPER
 
 MISSING_CELL = "—"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh
 from rlinfluence.figures.gather import analysis_writes, fresh_analyses, group
@@ -19,7 +19,7 @@ from rlinfluence.figures.rlhf import fresh_lm_runs, lm_csv_writes
 from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
 from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.figures.runs import COMPARED, fresh_runs, group_names, load_tidy, scan_runs, tidy_csv_writes
-from rlinfluence.paths import REPO_ROOT
+from rlinfluence.config.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

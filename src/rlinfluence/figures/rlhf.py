@@ -27,8 +27,8 @@ from rlinfluence.figures.committed import Refresh
 from rlinfluence.figures.runs import (RUN_DIR, check_one_setting, merge_fresh_runs, read_tidy_csv,
                                       run_agent, scan_runs, settings_hash, tidy_csv_bytes)
 from rlinfluence.figures.section4 import DATA_DIR
-from rlinfluence.provenance import PROVENANCE_COLUMNS, tidy_provenance
-from rlinfluence.rundir import IDENTITY
+from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
+from rlinfluence.run.rundir import IDENTITY
 
 LM_CSV = Path("lm") / "runs.csv"
 RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "config_hash", "seed"]  # as runs.py

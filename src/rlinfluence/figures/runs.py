@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlinfluence.checkpoint import RunDirError
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh, describe_difference, run_settings
-from rlinfluence.provenance import PROVENANCE_COLUMNS, tidy_provenance
-from rlinfluence.rundir import DONE, IDENTITY
+from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
+from rlinfluence.run.rundir import DONE, IDENTITY
 
 log = logging.getLogger(__name__)
 
-# config_hash is the run dir's hash of its non-default settings (rundir.py), DEFAULT_SETTINGS when there
+# config_hash is the run dir's hash of its non-default settings (run/rundir.py), DEFAULT_SETTINGS when there
 # are none; empty for rows committed before the tidy CSVs carried it (their run dirs are gone).
 RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "protocol", "config_hash", "seed"]
 DEFAULT_SETTINGS = "default"
@@ -53,7 +53,7 @@ def scan_runs(runs_root: str | Path) -> RunScan:
 
 
 def run_agent(run_dir: Path) -> str:
-    """The agent that made a run (agents.py; language-model runs have their own tidy CSV, figures/rlhf.py).
+    """The agent that made a run (run/agents.py; language-model runs have their own tidy CSV, figures/rlhf.py).
     Identities from before env.agent existed lack the key: those runs are control runs."""
     path = run_dir / IDENTITY
     settings = json.loads(path.read_text())["settings"] if path.exists() else {}

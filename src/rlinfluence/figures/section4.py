@@ -26,13 +26,13 @@ from rlinfluence.analyses.bottom_frames import read_frames
 from rlinfluence.analyses.intervene import p_variant
 from rlinfluence.analyses.standard_run import ANALYSES, analysis_identity
 from rlinfluence.analyses.timeline import phases, round_series
-from rlinfluence.envs import STATE_SETTERS, make_env
+from rlinfluence.envs.make import STATE_SETTERS, make_env
 
 from rlinfluence.figures import paper
 from rlinfluence.figures.outputs import CPU_EVALUATION, Output
 from rlinfluence.figures.gather import difference, read_identity
 from rlinfluence.figures.render import figure_style
-from rlinfluence.rundir import compose_config, preset
+from rlinfluence.run.rundir import compose_config, preset
 
 DATA_DIR = "data_dir"  # the key of the tidy table's attrs that regenerate.py fills with figures.data_dir
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 
 MODEL, DATASET = "model", "dataset"
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from rlinfluence.config import chosen
+from rlinfluence.config.schema import chosen
 from rlinfluence.lm.policy import Policy
 from rlinfluence.lm.ppo import masked_mean, record_losses
 from rlinfluence.lm.rollout import Sequences

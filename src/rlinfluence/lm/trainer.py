@@ -1,4 +1,4 @@
-"""The language-model agent (env.agent=lm, agents.py): one LM-PPO round per call, through the same
+"""The language-model agent (env.agent=lm, run/agents.py): one LM-PPO round per call, through the same
 round loop, selection methods, run dirs, metrics.csv and checkpoints as the control agent.
 
     generate & score   responses to the round's `env.n_steps` train prompts; the reward model scores them
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from rlinfluence.config import ConfigError
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.lm import hub
 from rlinfluence.lm.evaluation import ToxicityEvaluator
 from rlinfluence.lm.influence import TARGET_LOSSES, record_loss_fn, sequence_scores, target_gradient
@@ -32,11 +32,11 @@ from rlinfluence.lm.ppo import (AdaptiveKLController, masked_whiten, penalized_r
 from rlinfluence.lm.prompts import TINY, load_prompts
 from rlinfluence.lm.reward import make_reward, make_toxicity
 from rlinfluence.lm.rollout import Sequences, generate, pack
-from rlinfluence.run_logger import COLUMNS, LM_COLUMNS
+from rlinfluence.run.logger import COLUMNS, LM_COLUMNS
 from rlinfluence.seeding import child_stream, numpy_generator, round_seed, spawn_streams, torch_generator
 from rlinfluence.selection import AUTO, Influence, Selection, make_selection
 from rlinfluence.update import make_optimizer
-from rlinfluence.validation import require_one_of
+from rlinfluence.config.validation import require_one_of
 
 
 class LMTrainer:

@@ -11,10 +11,10 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence import rundir
-from rlinfluence.checkpoint import SUMMARY
-from rlinfluence.config import OptimizerConfig
-from rlinfluence.round import Resume, read_resume, reset_run, train
+from rlinfluence.run import rundir
+from rlinfluence.run.checkpoint import SUMMARY
+from rlinfluence.config.schema import OptimizerConfig
+from rlinfluence.run.loop import Resume, read_resume, reset_run, train
 
 
 def check_run(cfg: DictConfig, run_dir: Path) -> Resume | None:

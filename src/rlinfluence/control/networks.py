@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config import NetworkConfig, chosen
+from rlinfluence.config.schema import NetworkConfig, chosen
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlinfluence.config import EnvConfig, EvalConfig
-from rlinfluence.envs import make_env, to_env_action
-from rlinfluence.networks import ActorCritic
+from rlinfluence.config.schema import EnvConfig, EvalConfig
+from rlinfluence.envs.make import make_env, to_env_action
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.seeding import child_stream, torch_generator
 
 

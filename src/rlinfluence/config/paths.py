@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/rlinfluence, above this config/ folder
 CONFIG_DIR = str((PACKAGE_DIR / "conf").resolve())  # the repo's conf/ itself in a checkout, not the link
 REPO_ROOT = PACKAGE_DIR.parents[1]

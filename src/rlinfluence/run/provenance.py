@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlinfluence.paths import REPO_ROOT
+from rlinfluence.config.paths import REPO_ROOT
 
 # The libraries whose versions can change a run's numbers: the tensors, the envs and their simulators,
 # the language models.

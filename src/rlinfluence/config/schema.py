@@ -125,7 +125,7 @@ class ModelConfig:
 
 @dataclass
 class AtariConfig:
-    """The `atari` wrapper's preprocessing (envs.py), set by an Atari env's preset (conf/env/pong.yaml)."""
+    """The `atari` wrapper's preprocessing (envs/make.py), set by an Atari env's preset (conf/env/pong.yaml)."""
 
     noop_max: int = MISSING  # at most this many no-op actions after a reset
     frame_skip: int = MISSING  # each action repeats over this many frames, the last two max-pooled
@@ -330,7 +330,7 @@ class AnalysisConfig:
 
 @dataclass
 class Config:
-    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames | replay (tasks.py)
+    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames | replay (run/tasks.py)
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.checkpoint import METRICS, unreadable
+from rlinfluence.run.checkpoint import METRICS, unreadable
 
 COLUMNS = [
     "round", "env_steps", "test_return", "test_return_sem", "eval_episodes", "train_return",

@@ -13,7 +13,7 @@ grid and pose. The memo is keyed by the grid's encoding, so a reset that draws a
 size, a moved goal) starts a new one; the agent carrying something (impossible in an Empty room) goes
 to the library every time.
 
-Each `MiniGrid-Empty-*` id is registered again as `rlinfluence.minigrid_view:<id>-fast` with the same
+Each `MiniGrid-Empty-*` id is registered again as `rlinfluence.envs.minigrid_view:<id>-fast` with the same
 arguments. tests/test_envs.py checks observations, rewards and episode ends step by step against the
 library's env; benchmarks/minigrid_speed.py measures the speed-up.
 """

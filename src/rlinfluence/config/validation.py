@@ -1,10 +1,10 @@
 """The checks that YAML types cannot express, run before a command writes anything.
 
-The schemas (config.py) reject a misspelt key or a wrong type when Hydra composes the config;
+The schemas (config/schema.py) reject a misspelt key or a wrong type when Hydra composes the config;
 `validate` rejects values that are well-typed but cannot run (p outside (0, 100], no evaluation
 episode, an f_action target that does not fit the env, an unknown method), each with one line naming
 the key and what is allowed. It sits above the method registry and the envs it consults; the agent that
-`env.agent` names (agents.py) checks what is its own (targets; the language-model agent its model and data).
+`env.agent` names (run/agents.py) checks what is its own (targets; the language-model agent its model and data).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import influence
-from rlinfluence.agents import AGENTS, agent_class
-from rlinfluence.config import ConfigError, require_one_of
-from rlinfluence.envs import STATE_KEYS, WRAPPERS, make_env
-from rlinfluence.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
-from rlinfluence.run_logger import LOGGER_MODES
-from rlinfluence.rundir import default_config
+from rlinfluence.run.agents import AGENTS, agent_class
+from rlinfluence.config.schema import ConfigError, require_one_of
+from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, make_env
+from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
+from rlinfluence.run.logger import LOGGER_MODES
+from rlinfluence.run.rundir import default_config
 from rlinfluence.selection import SELECTION_METHODS
-from rlinfluence.tasks import TRAIN, check_task, task_names
+from rlinfluence.run.tasks import TRAIN, check_task, task_names
 from rlinfluence.update import OPTIMIZERS, SCHEDULES
 
 

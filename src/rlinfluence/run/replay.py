@@ -28,14 +28,14 @@ from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence import rundir
-from rlinfluence.config import ConfigError
+from rlinfluence.run import rundir
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.regenerate import in_repo
 from rlinfluence.figures.runs import RUN_KEY, load_tidy
-from rlinfluence.manifest import expand_sweep
-from rlinfluence.round import Resume, train
-from rlinfluence.tasks import register
+from rlinfluence.launch.manifest import expand_sweep
+from rlinfluence.run.loop import Resume, train
+from rlinfluence.run.tasks import register
 
 COMPARED_COLUMNS = ["env_steps", "n_records", "n_kept", "test_return"]
 EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full precision

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from rlinfluence.records import Records
 from rlinfluence.selection import Influence, Selection, SelectionMethod
 
-AGENTS = {"control": "rlinfluence.round:Trainer", "lm": "rlinfluence.lm.trainer:LMTrainer"}
+AGENTS = {"control": "rlinfluence.control.trainer:Trainer", "lm": "rlinfluence.lm.trainer:LMTrainer"}
 
 R = TypeVar("R", bound=Records)
 

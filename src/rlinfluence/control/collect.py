@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinfluence.config import CollectionConfig, EnvConfig
-from rlinfluence.envs import make_env, state_key_function, to_env_action
-from rlinfluence.networks import ActorCritic
+from rlinfluence.config.schema import CollectionConfig, EnvConfig
+from rlinfluence.envs.make import make_env, state_key_function, to_env_action
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
 
 

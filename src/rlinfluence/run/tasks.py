@@ -19,7 +19,7 @@ TASK_MODULES = {
     "timeline": "rlinfluence.analyses.timeline",
     "counterfactual": "rlinfluence.analyses.counterfactual",
     "bottom_frames": "rlinfluence.analyses.bottom_frames",
-    "replay": "rlinfluence.replay",
+    "replay": "rlinfluence.run.replay",
 }
 TASKS: dict[str, Callable[[DictConfig], Any]] = {}
 TASK_CHECKS: dict[str, Callable[[DictConfig], None]] = {}

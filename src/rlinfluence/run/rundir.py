@@ -26,9 +26,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.checkpoint import CHECKPOINT, METRICS, SUMMARY, RESTART, RunDirError, unreadable, write_json
-from rlinfluence.config import ConfigError
-from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.run.checkpoint import CHECKPOINT, METRICS, SUMMARY, RESTART, RunDirError, unreadable, write_json
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.envs.ids import simulator_id
 from rlinfluence.selection import SELECTION_METHODS
 
 DONE = "DONE"
@@ -230,12 +231,6 @@ def write_identity(path: Path, cfg: DictConfig) -> None:
     write_json(path / IDENTITY, identity(cfg))
 
 
-# Library env ids that a preset has since replaced by a simulator of ours which replays the library's
-# env step for step (observations, rewards, episode ends; tested in tests/test_envs.py): a run made
-# on the library's id counts as made on ours, so the switch strands no finished run.
-SAME_SIMULATOR = {"minigrid:MiniGrid-Empty-8x8-v0": "rlinfluence.minigrid_view:MiniGrid-Empty-8x8-v0-fast"}
-
-
 def settings_as_now(stored: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
     """A run's stored identity settings, read with today's keys: a key the run predates counts as having
     its current default for the run's env, optimizer and method (`default_settings`).
@@ -245,10 +240,11 @@ def settings_as_now(stored: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
     another run. The converse is not filled in: a stored key that conf/ no longer has stays, unmatched,
     since whether today's code still does what its value said is unknown. (The rule cannot see a new
     key's default moved after older runs were made: moving a default needs force=true on those runs.)
-    A stored env id in `SAME_SIMULATOR` reads as the simulator that replaced it."""
+    A stored env id reads as the id of the simulator it ran (envs/ids.py: a library id a preset replaced
+    by ours, our modules' ids from before they moved), so that neither switch strands a finished run."""
     stored = dict(stored)
-    if stored.get("env.id") in SAME_SIMULATOR:
-        stored["env.id"] = SAME_SIMULATOR[stored["env.id"]]
+    if "env.id" in stored:
+        stored["env.id"] = simulator_id(stored["env.id"])
     return {key: value for key, value in default_settings(cfg).items() if key not in stored} | stored
 
 

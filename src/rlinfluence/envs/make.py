@@ -11,7 +11,8 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from rlinfluence.config import EnvConfig, chosen
+from rlinfluence.config.schema import EnvConfig, chosen
+from rlinfluence.envs.ids import current_id
 
 
 class OneHotObservation(gym.ObservationWrapper):
@@ -72,7 +73,7 @@ WRAPPERS: dict[str, Callable[[gym.Env, EnvConfig], gym.Env]] = {
 
 
 def make_env(env_cfg: EnvConfig) -> gym.Env:
-    env = gym.make(env_cfg.id, **dict(env_cfg.make_kwargs))
+    env = gym.make(current_id(env_cfg.id), **dict(env_cfg.make_kwargs))
     for name in env_cfg.wrappers:
         env = chosen(WRAPPERS, "env.wrappers", name)(env, env_cfg)
     return env

@@ -1,0 +1,1 @@
+"""The config: its schema, its validation, and where the package's files are."""

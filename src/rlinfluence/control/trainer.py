@@ -1,0 +1,165 @@
+"""The control agent: the envs, actor-critic, optimizer and RNGs of one run, and each stage of a round on them
+(round.py runs the stages in order; run/loop.py runs the rounds)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.validation import check_action_target, check_env, require_one_of
+from rlinfluence.control.collect import TrainEnvs, collect_rollout
+from rlinfluence.control.evaluation import Evaluator
+from rlinfluence.control.networks import ActorCritic
+from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
+from rlinfluence.records import RolloutBuffer
+from rlinfluence.run.logger import COLUMNS
+from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
+from rlinfluence.selection import Attribute, Influence, Selection, make_selection
+from rlinfluence.targets import TARGETS as CONTROL_TARGETS, make_target
+from rlinfluence.update import make_optimizer, ppo_update, scheduled
+
+NAN = float("nan")
+
+
+@dataclass
+class ControlInfluence(Influence):
+    steps: StepInfluence | None = None  # influence.checkpoints=every_step: summed during the update
+
+
+class Trainer:
+    """The control agent (env.agent=control, run/agents.py): everything a run owns (envs, policy, optimizer,
+    every RNG) and their checkpointable state."""
+
+    columns = COLUMNS
+    TARGETS = tuple(CONTROL_TARGETS)
+
+    @classmethod
+    def check_config(cls, cfg: DictConfig) -> None:
+        require_one_of("target.name", cfg.target.name, cls.TARGETS)
+        check_env(cfg)
+        given = [key for key in ("state", "action") if cfg.target[key] is not None]
+        if given and cfg.target.name != "action":
+            raise ConfigError(f"{', '.join(f'target.{key}' for key in given)} set the s* and a* of f_action, which "
+                              f"target={cfg.target.name} does not use: add target=action, or drop them")
+        if cfg.target.name == "action":
+            if cfg.target.state is None or cfg.target.action is None:
+                raise ConfigError("target=action needs target.state and target.action (the s* and a* of f_action)")
+            check_action_target(cfg.env, list(cfg.target.state), list(cfg.target.action), "target")
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        streams = spawn_streams(cfg.seed)
+        self.envs = TrainEnvs(cfg.env, streams["train_envs"], cfg.collection)
+        self.model = ActorCritic(self.envs.observation_space, self.envs.action_space, cfg.env.network,
+                                 torch_generator(streams["network"])).to(cfg.device)
+        self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters())
+        self.action_generator = torch_generator(streams["actions"])
+        self.first_action_state = self.action_generator.get_state()  # collection.repeat_action_noise rewinds to it
+        self.selection_rng = numpy_generator(streams["selection"])
+        self.shuffle_rng = numpy_generator(streams["shuffle"])
+        self.partition_rng = numpy_generator(streams["influence_partition"])  # influence.normalization=chunk
+        self.evaluator = Evaluator(cfg.env, cfg.eval, streams["eval"])
+        self.target = make_target(cfg.target, self.envs.observation_space.shape)
+        self.method = make_selection(cfg)
+
+    # The stages of a round (agents.Agent), each on its own so the analyses (analyses/) can rerun a
+    # round's update from the same state with another selection.
+
+    def state_fields(self) -> dict[str, float]:
+        return {}
+
+    def collect(self, k: int) -> RolloutBuffer:
+        """Round k's rollout; the envs and RNGs carry on from the round before (k names the round only)."""
+        if self.cfg.collection.repeat_action_noise:
+            self.action_generator.set_state(self.first_action_state)
+        self.envs.finished_returns.clear()
+        self.envs.start_round()
+        return collect_rollout(self.model, self.envs, self.cfg.env.n_steps, self.cfg.ppo.gamma,
+                               self.cfg.ppo.gae_lambda, self.action_generator)
+
+    def forward(self, k: int, buffer: RolloutBuffer) -> dict[str, float]:
+        """Nothing: collect_rollout computes the log-probs, values and advantages at θ_k."""
+        return {}
+
+    def train_return(self, buffer: RolloutBuffer) -> float:
+        """The mean return of the episodes that finished during the round's collection."""
+        finished = self.envs.finished_returns
+        return float(np.mean(finished)) if finished else NAN
+
+    def attribution(self, buffer: RolloutBuffer) -> Attribute:
+        """The round's influence scores on any target at θ_k (IIF's target is `self.target`)."""
+        attribute = round_attribution(self.model, buffer, self.cfg.ppo, self.cfg.influence, self.partition_rng,
+                                      self.optimizer)
+        return lambda target: attribute(target).cpu().numpy()
+
+    def influence(self, buffer: RolloutBuffer) -> np.ndarray:
+        return self.attribution(buffer)(self.target)
+
+    # Round k's update settings under ppo.lr_schedule and ppo.clip_range_schedule. The round-start
+    # influence needs neither: at θ_k every ratio is 1, where no clip range clips, and it has no η.
+
+    def learning_rate(self, k: int) -> float:
+        return scheduled(self.cfg.optimizer.lr, self.cfg.ppo.lr_schedule, k, self.cfg.env.rounds)
+
+    def ppo_settings(self, k: int) -> DictConfig:
+        clip_range = scheduled(self.cfg.ppo.clip_range, self.cfg.ppo.clip_range_schedule, k, self.cfg.env.rounds)
+        return OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range})
+
+    def attribute(self, k: int, buffer: RolloutBuffer) -> ControlInfluence:
+        """IIF's scores when the method needs them; with influence.checkpoints=every_step, the paper's
+        multi-checkpoint influence too, summed during round k's update, and the round-start scores it is
+        compared with."""
+        steps = None
+        if self.cfg.influence.checkpoints == "every_step":
+            steps = StepInfluence(self.model, buffer, self.target, self.ppo_settings(k), self.learning_rate(k))
+        if not (self.method.needs_scores or steps):
+            return ControlInfluence()
+        attribute = self.attribution(buffer)
+        return ControlInfluence(attribute(self.target), attribute, steps)
+
+    def update(self, k: int, buffer: RolloutBuffer, selection: Selection,
+               influence: ControlInfluence | None = None) -> dict[str, float]:
+        """Round k's PPO update (k sets the scheduled lr and clip range); with every-step influence, how
+        well the round-start scores rank it."""
+        steps = influence.steps if influence else None
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate(k)
+        stats = ppo_update(self.model, self.optimizer, buffer, selection, self.ppo_settings(k), self.shuffle_rng,
+                           on_step=None if steps is None else steps.add_step)
+        if steps is None:
+            return stats
+        return stats | {"influence_step_spearman": rank_agreement(influence.scores, steps.scores.cpu().numpy(),
+                                                                  selection.keep)}
+
+    def evaluate(self, k: int) -> dict[str, float]:
+        return self.evaluator.evaluate(self.model, k)
+
+    def state_dict(self, k: int) -> dict[str, Any]:
+        return {
+            "round": k,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "action_generator": self.action_generator.get_state(),
+            "selection_rng": self.selection_rng.bit_generator.state,
+            "shuffle_rng": self.shuffle_rng.bit_generator.state,
+            "partition_rng": self.partition_rng.bit_generator.state,
+            "envs": self.envs.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> int:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.action_generator.set_state(state["action_generator"])
+        self.selection_rng.bit_generator.state = state["selection_rng"]
+        self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
+        self.partition_rng.bit_generator.state = state["partition_rng"]
+        self.envs.load_state_dict(state["envs"])
+        return int(state["round"])
+
+    def close(self) -> None:
+        self.envs.close()
+        self.evaluator.close()

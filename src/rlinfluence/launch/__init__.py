@@ -1,0 +1,1 @@
+"""Launching sweeps: manifests (one run per line) and SLURM job arrays."""

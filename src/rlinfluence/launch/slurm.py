@@ -1,0 +1,246 @@
+"""SLURM for manifests (launch/manifest.py): sbatch a manifest's runs as arrays, find the queued ones with
+squeue, count progress, and the ``rlinfluence-manifest`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from rlinfluence.launch import manifest as manifest_files
+from rlinfluence.launch.manifest import (CONFIG_NAME, DEFAULT_CONFIG_DIR, DEFAULT_SCRIPT, ArrayChunk, Composer, Manifest,
+                                         make_manifest, resolve_run_dirs, split_into_arrays)
+from rlinfluence.run.provenance import describe_code_version
+from rlinfluence.run.rundir import is_done
+
+SLURM_DEFAULT_MAX_ARRAY_SIZE = 1001
+
+# ----------------------------------------------------------------------------- SLURM
+
+
+def max_array_size() -> int:
+    """MaxArraySize of the cluster (``scontrol show config``)."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.MULTILINE)
+    return int(match.group(1)) if match else SLURM_DEFAULT_MAX_ARRAY_SIZE
+
+
+def job_comment(manifest_path: Path, offset: int) -> str:
+    """Marks our arrays (--comment), so that queued runs can be found with squeue."""
+    return f"rlinfluence-manifest {Path(manifest_path).resolve()} offset={offset}"
+
+
+def queued_runs(manifest_path: Path) -> dict[int, str]:
+    """Runs of this manifest that are pending or running: run number -> SLURM state."""
+    if shutil.which("squeue") is None:
+        return {}
+    out = subprocess.run(["squeue", "--noheader", "--array", "--user", getpass.getuser(), "--format=%i|%T|%k"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"warning: squeue failed, queued runs unknown: {out.stderr.strip()}", file=sys.stderr)
+        return {}
+    ours = re.escape(job_comment(manifest_path, 0)).replace("offset=0", r"offset=(\d+)")
+    queued: dict[int, str] = {}
+    for row in out.stdout.splitlines():
+        job, state, comment = (row.split("|", 2) + ["", ""])[:3]
+        mark, task = re.fullmatch(ours, comment.strip()), re.fullmatch(r"\d+_(\d+)", job.strip())
+        if mark and task:
+            queued[int(mark.group(1)) + int(task.group(1))] = state
+    return queued
+
+
+def sbatch_options(config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CONFIG_NAME,
+                   overrides: Sequence[str] = ()) -> list[str]:
+    """sbatch options from ``launcher=slurm``'s config (partition, account, time, memory...),
+    so that both SLURM paths share one set of site settings."""
+    from omegaconf import OmegaConf
+
+    with Composer(config_dir, config_name) as composer:
+        cfg = composer.compose(["launcher=slurm", *overrides])
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    flags = {"partition": "partition", "account": "account", "qos": "qos", "constraint": "constraint",
+             "exclude": "exclude", "gres": "gres", "cpus_per_task": "cpus-per-task",
+             "gpus_per_node": "gpus-per-node", "mem_per_cpu": "mem-per-cpu"}
+    options = [f"--{flag}={launcher[key]}" for key, flag in flags.items() if launcher.get(key) is not None]
+    if launcher.get("timeout_min") is not None:
+        options.append(f"--time={launcher['timeout_min']}")
+    if launcher.get("mem_gb") is not None:
+        options.append(f"--mem={launcher['mem_gb']}G")
+    for key, value in (launcher.get("additional_parameters") or {}).items():
+        flag = key.replace("_", "-")
+        options.append(f"--{flag}" if value is True else f"--{flag}={value}")
+    return options
+
+
+@dataclass
+class Progress:
+    done: list[int]
+    queued: dict[int, str]
+    todo: list[int]
+    run_dirs: list[Path]
+
+
+def progress(manifest_path: Path, manifest: Manifest, workdir: Path,
+             config_dir: Path = DEFAULT_CONFIG_DIR) -> Progress:
+    """Which runs are finished, queued/running, or still to do. Lines without a recorded
+    run dir (written by hand) are composed to find it."""
+    missing = [i for i, run in enumerate(manifest.runs) if run.run_dir is None]
+    dirs = [run.run_dir for run in manifest.runs]
+    if missing:
+        for i, d in zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir)):
+            dirs[i] = d
+    done = [i for i, d in enumerate(dirs) if is_done(workdir / d)]
+    queued = {i: state for i, state in queued_runs(manifest_path).items() if i < len(dirs) and i not in done}
+    todo = [i for i in range(len(dirs)) if i not in done and i not in queued]
+    return Progress(done, queued, todo, dirs)
+
+
+def submit(manifest_path: Path, runs: Sequence[int], parallel: int, workdir: Path,
+           script: Path = DEFAULT_SCRIPT, max_size: int | None = None, chain: bool = True,
+           log_dir: Path | None = None, options: Sequence[str] = (), command: str | None = None,
+           dry_run: bool = False) -> list[tuple[str, ArrayChunk]]:
+    """sbatch ``runs`` (run numbers of the manifest) as arrays; returns (job id, chunk).
+
+    ``parallel`` caps the running tasks of an array (``%K``). With ``chain`` a split
+    manifest's arrays run one after the other (``--dependency=afterany``), so at most
+    ``parallel`` runs are active in total.
+    """
+    manifest_path = Path(manifest_path).resolve()
+    max_size = max_size or max_array_size()
+    log_dir = Path(log_dir or manifest_path.parent / "logs" / manifest_path.stem).resolve()
+    if not dry_run:
+        log_dir.mkdir(parents=True, exist_ok=True)  # SLURM does not create it
+    env = dict(os.environ, RLINF_CMD=command or f"{sys.executable} -m rlinfluence")
+
+    submitted: list[tuple[str, ArrayChunk]] = []
+    for chunk in split_into_arrays(runs, max_size):
+        cmd = ["sbatch", "--parsable", f"--array={chunk.spec}%{max(1, parallel)}",
+               f"--job-name=rlinfluence-{manifest_path.stem}",
+               f"--comment={job_comment(manifest_path, chunk.offset)}",
+               f"--output={log_dir}/%A_%a.out", f"--chdir={workdir}",
+               f"--export=ALL,RLINF_MANIFEST_OFFSET={chunk.offset}"]
+        if chain and submitted:
+            cmd.append(f"--dependency=afterany:{submitted[-1][0]}")
+        cmd += [*options, str(Path(script).resolve()), str(manifest_path)]
+        if dry_run:
+            print(shlex.join(cmd))
+            job = f"<job {len(submitted)}>"
+        else:
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                raise RuntimeError(f"sbatch failed: {out.stderr.strip()}\n  {shlex.join(cmd)}")
+            job = out.stdout.strip().split(";")[0]
+        submitted.append((job, chunk))
+    return submitted
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _workdir(args: argparse.Namespace, manifest: Manifest) -> Path:
+    return Path(args.workdir or manifest.workdir or os.getcwd()).resolve()
+
+
+def _summary(path: Path, manifest: Manifest, state: Progress) -> str:
+    return (f"{path}: {len(manifest.runs)} runs: {len(state.done)} done, {len(state.queued)} queued or running, "
+            f"{len(state.todo)} to do")
+
+
+def _cmd_make(args: argparse.Namespace) -> int:
+    command = shlex.join(["rlinfluence-manifest", "make", *args.overrides, "-o", str(args.output)])
+    manifest = make_manifest(args.overrides, args.config_dir, command=command)
+    if args.output.exists() and not args.force:
+        old = Manifest.read(args.output)
+        if [r.overrides for r in old.runs] != [r.overrides for r in manifest.runs]:
+            print(f"error: {args.output} exists and lists other runs; --force replaces it", file=sys.stderr)
+            return 1
+    manifest.write(args.output)
+    print(f"{args.output}: {len(manifest.runs)} runs (commit {manifest.header['commit']})")
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    manifest = Manifest.read(args.manifest)
+    workdir = _workdir(args, manifest)
+    state = progress(args.manifest, manifest, workdir, args.config_dir)
+    print(_summary(args.manifest, manifest, state))
+    if not state.todo:
+        return 0
+    checkout = describe_code_version().split()[0]
+    if manifest.commit and manifest.commit != checkout:
+        print(f"warning: the manifest was made at commit {manifest.commit}, the checkout is at {checkout}",
+              file=sys.stderr)
+    options = [] if args.no_config else sbatch_options(args.config_dir)
+    jobs = submit(args.manifest, state.todo, args.parallel, workdir, script=args.script,
+                  max_size=args.max_array_size, chain=not args.no_chain, log_dir=args.log_dir,
+                  options=[*options, *args.sbatch_options], dry_run=args.dry_run)
+    for job, chunk in jobs:
+        print(f"{job}\tarray {chunk.spec} (runs {chunk.offset} + index, {len(chunk.indices)} tasks)")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    manifest = Manifest.read(args.manifest)
+    state = progress(args.manifest, manifest, _workdir(args, manifest), args.config_dir)
+    print(_summary(args.manifest, manifest, state) + f" (commit {manifest.header.get('commit', '?')})")
+    if args.list:
+        done = set(state.done)
+        for i, run in enumerate(manifest.runs):
+            mark = "done" if i in done else state.queued.get(i, "to do").lower()
+            print(f"{i}\t{mark}\t{shlex.join(run.overrides)}\t{state.run_dirs[i]}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlinfluence-manifest", description=manifest_files.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config-dir", type=Path, default=DEFAULT_CONFIG_DIR, help="Hydra config dir [%(default)s]")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    make = commands.add_parser("make", help="expand a sweep into a manifest")
+    make.add_argument("overrides", nargs="*", help="as for `rlinfluence -m`, e.g. +experiment=main seed=0,1")
+    make.add_argument("-o", "--output", type=Path, required=True)
+    make.add_argument("--force", action="store_true", help="replace an existing manifest that lists other runs")
+    make.set_defaults(func=_cmd_make)
+
+    sub = commands.add_parser("submit", help="sbatch the runs that are not done or queued",
+                              usage="%(prog)s manifest [options] [-- sbatch options]")
+    sub.add_argument("manifest", type=Path)
+    sub.add_argument("-p", "--parallel", type=int, default=64, help="tasks running at once (%%K) [%(default)s]")
+    sub.add_argument("--workdir", type=Path, help="where the runs live and the jobs run [the manifest's workdir]")
+    sub.add_argument("--script", type=Path, default=DEFAULT_SCRIPT, help="array script [%(default)s]")
+    sub.add_argument("--max-array-size", type=int, help="split arrays at this size [MaxArraySize of the cluster]")
+    sub.add_argument("--no-chain", action="store_true", help="let split arrays run side by side (K each)")
+    sub.add_argument("--no-config", action="store_true",
+                     help="do not take sbatch options from launcher=slurm's config")
+    sub.add_argument("--log-dir", type=Path, help="job output [<manifest dir>/logs/<manifest name>]")
+    sub.add_argument("--dry-run", action="store_true", help="print the sbatch commands instead")
+    sub.set_defaults(func=_cmd_submit)
+
+    status = commands.add_parser("status", help="count done, queued and remaining runs")
+    status.add_argument("manifest", type=Path)
+    status.add_argument("--workdir", type=Path, help="where the runs live [the manifest's workdir]")
+    status.add_argument("--list", action="store_true", help="one line per run")
+    status.set_defaults(func=_cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:  # `submit m.txt -p 8 -- --time=60 --partition=gpu`: the rest is for sbatch
+        extra, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
+    args = build_parser().parse_args(argv)
+    if extra and args.command != "submit":
+        build_parser().error("options after -- are for `submit` (sbatch options)")
+    args.sbatch_options = extra
+    return args.func(args)
+

@@ -1,0 +1,134 @@
+"""A run: its rounds in order (round.py runs each), written as they end (metrics.csv row, checkpoint,
+summary.json; all of a round's or none), resumable from its last checkpoint, stopped cleanly by a signal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from rlinfluence.round import initial_row, run_round
+from rlinfluence.run.agents import Agent, make_agent
+from rlinfluence.run.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint, save_checkpoint, save_snapshot,
+                                        write_json)
+from rlinfluence.run.interrupts import Interrupted, RunInterrupted, StopSignals
+from rlinfluence.run.logger import RunLogger, rows_to_resume
+from rlinfluence.run.provenance import merged_provenance, provenance
+from rlinfluence.run.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
+from rlinfluence.selection import numeric_p
+
+
+def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool,
+             processes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
+        "method_tag": method_tag(cfg.method), "p": numeric_p(cfg.method.p), "optimizer": cfg.optimizer.name,
+        "protocol": protocol_tag(cfg), "config_hash": config_hash(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds,
+        "rounds_completed": rounds_completed, "final_test_return": final_test_return, "done": done,
+        "provenance": processes,
+    }
+
+
+def _processes(run_dir: Path, resume: Resume) -> list[dict[str, Any]]:
+    """The provenance of the processes that trained the run so far, this one last (run/provenance.py); a
+    summary.json lost with a kill loses only the earlier processes' entries."""
+    path = run_dir / SUMMARY
+    earlier = json.loads(path.read_text()).get("provenance", []) if resume.checkpoint and path.exists() else []
+    return merged_provenance(earlier, provenance())
+
+
+def reset_run(run_dir: Path) -> None:
+    """force=true: forget a previous attempt in this run dir (and nowhere else)."""
+    for name in (*RESULTS, IDENTITY):
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "wandb", ignore_errors=True)
+    shutil.rmtree(run_dir / SNAPSHOTS, ignore_errors=True)
+
+
+@dataclass
+class Resume:
+    """What a run continues from: its last checkpoint and the metrics rows up to it (none for a new run)."""
+
+    checkpoint: dict[str, Any] | None = None
+    rows: list[dict[str, str]] = field(default_factory=list)
+
+
+def read_resume(run_dir: Path) -> Resume:
+    """RunDirError (one line) when the checkpoint or the rows it needs cannot be read: never a restart
+    that silently discards them."""
+    checkpoint = load_checkpoint(run_dir)
+    if checkpoint is None:
+        return Resume()
+    return Resume(checkpoint, rows_to_resume(run_dir / METRICS, int(checkpoint["round"])))
+
+
+def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None = None) -> dict[str, Any]:
+    """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
+    (run/agents.py); returns its summary. `last_round` < env.rounds stops it there, unfinished (task=replay)."""
+    torch.set_num_threads(cfg.torch_threads)
+    start = int(resume.checkpoint["round"]) + 1 if resume.checkpoint else 0
+    with StopSignals().installed() as signals:
+        try:
+            trainer = make_agent(cfg)
+        except Interrupted as stop:
+            raise _interrupted(stop, start, cfg) from None
+        try:
+            return _train_rounds(cfg, run_dir, resume, trainer, start, signals,
+                                 cfg.env.rounds if last_round is None else last_round)
+        finally:
+            trainer.close()
+
+
+def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
+    return RunInterrupted(f"interrupted in round {k} of {cfg.env.rounds}; rerun the same command to resume",
+                          stop.exit_code)
+
+
+def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int,
+                  signals: StopSignals, last_round: int) -> dict[str, Any]:
+    name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
+    in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
+    processes = _processes(run_dir, resume)
+    progress = tqdm(range(start, last_round + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
+                    disable=not cfg.progress, unit="round")
+    try:
+        if resume.checkpoint:
+            trainer.load_state_dict(resume.checkpoint)
+            tqdm.write(f"rlinfluence: resuming {run_dir} from round {start - 1} of {cfg.env.rounds}", file=sys.stderr)
+        with signals.deferred():  # it rewrites metrics.csv with the rows it keeps
+            logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
+        for k in progress:
+            row = initial_row(trainer) if k == 0 else run_round(trainer, k)
+            with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
+                logger.log(row)
+                state = trainer.state_dict(k)
+                if cfg.checkpoint.snapshots:
+                    save_snapshot(run_dir, state)
+                save_checkpoint(run_dir, state)
+                write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, False, processes))
+                in_round = k + 1  # a signal held back during these writes stops the next round
+            progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
+        done = last_round == cfg.env.rounds
+        with signals.deferred():
+            summary = _summary(cfg, last_round, logger.last_test_return, done, processes)
+            write_json(run_dir / SUMMARY, summary)
+            if done:
+                (run_dir / DONE).touch()
+        exit_code = 0
+        return summary
+    except Interrupted as stop:
+        if summary is None:
+            raise _interrupted(stop, in_round, cfg) from None
+        exit_code = 0  # the signal came during the last writes: the run has finished
+        return summary
+    finally:
+        progress.close()
+        if logger is not None:
+            logger.finish(summary, exit_code)
