@@ -17,6 +17,8 @@ arms() { run experiment_name=main method=iif_guard,iif_auto,iif_guard_auto "$@";
 # FrozenLake: 10 seeds (robust_efficiency, robust_curves), then to 30 (robust_collapse_frozenlake).
 arms env=frozenlake seed=range\(0,10\)
 arms env=frozenlake seed=range\(10,30\)
+# The guard alone to 35 seeds (the collapse rate's "Measured so far" in paper_figures/README.md).
+run +experiment=robust_guard_frozenlake
 # Acrobot, then the slower envs.
 arms env=acrobot seed=range\(0,10\) eval.episodes=100
 arms env=minigrid seed=range\(0,5\) eval.episodes=100

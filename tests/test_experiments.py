@@ -46,21 +46,22 @@ EXPECTED = {
     "protocol_lunarlander": runs(["lunarlander"], ["iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 5),
     "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
     "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
+    "robust_guard_frozenlake": {("frozenlake", "sgd", "iif_guard-p50", seed) for seed in range(30, 35)},
 }
 JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "adam_preconditioner": 6, "heuristics_advantage": 24, "heuristics_td_error": 18,
               "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15,
-              "robust": 60, "robust_collapse": 90}
+              "robust": 60, "robust_collapse": 90, "robust_guard_frozenlake": 5}
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
          "adam": ["Table 3", "Fig. 15"], "adam_preconditioner": ["Table 3"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
          "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
          "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"], "collapse": ["collapse_frozenlake"],
          "protocol_lunarlander": ["protocol_comparison_lunarlander"], "robust": ["robust_efficiency", "robust_curves"],
-         "robust_collapse": ["robust_collapse_frozenlake"]}
+         "robust_collapse": ["robust_collapse_frozenlake"], "robust_guard_frozenlake": ["robust IIF"]}
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
 EXPERIMENT_NAME = {"protocol": "main", "protocol_parts": "main", "collapse": "main", "protocol_lunarlander": "main",
-                   "robust": "main", "robust_collapse": "main"}
+                   "robust": "main", "robust_collapse": "main", "robust_guard_frozenlake": "main"}
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 
 
