@@ -13,7 +13,6 @@ import numpy as np
 from omegaconf import DictConfig
 
 from rlinfluence.control.trainer import Trainer
-
 from rlinfluence.round import run_round
 
 SIMULATORS = ["library", "ours"]

@@ -32,10 +32,10 @@ from hydra import compose, initialize_config_dir
 from rlinfluence import rundir
 from rlinfluence.analyses.standard_run import analysis_identity
 from rlinfluence.figures import catalogue, runs
-from rlinfluence.figures.gather import identity_path
-from rlinfluence.figures.section4 import documented_identities
-from rlinfluence.figures.outputs import CPU_EVALUATION
 from rlinfluence.figures.committed import Refresh
+from rlinfluence.figures.gather import identity_path
+from rlinfluence.figures.outputs import CPU_EVALUATION
+from rlinfluence.figures.section4 import documented_identities
 from rlinfluence.paths import CONFIG_DIR
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -47,7 +47,8 @@ OVERLAYS = {path.stem for path in (Path(CONFIG_DIR) / "experiment").glob("*.yaml
 def control_overrides(run) -> list[str]:
     """The overrides of the command that made a control run's rows (one row of the run's tidy rows)."""
     overrides = [f"env={run.env}", f"method={run.method}", f"seed={run.seed}", *CPU_EVALUATION.get(run.env, "").split()]
-    overrides.insert(0, f"+experiment={run.experiment}" if run.experiment in OVERLAYS else f"experiment_name={run.experiment}")
+    overrides.insert(0, f"+experiment={run.experiment}" if run.experiment in OVERLAYS
+                     else f"experiment_name={run.experiment}")
     if run.optimizer != "sgd" or run.env in ("bipedalwalker", "pong"):  # those envs switch to Adam themselves
         overrides.append(f"optimizer={run.optimizer}")
     if run.method_tag.endswith("-pauto"):

@@ -1,9 +1,13 @@
-"""Shared test helpers: compose the real Hydra config (as the CLI does) with tiny budgets."""
+"""Shared test helpers: compose the real Hydra config (as the CLI does) with tiny budgets (debug=smoke), read
+a run's metrics.csv, and check that a command is refused in one line."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -17,15 +21,14 @@ import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
+from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
+from rlinfluence.config.schema import ConfigError  # noqa: E402
+from rlinfluence.config.validation import validate  # noqa: E402
 from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
-from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
 from rlinfluence.figures.section4 import FRAMES_ROUND, documented_identities, iif_p  # noqa: E402
-
-# Small enough for a 2-round run in about a second, large enough for several minibatches.
-TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",
-        "logger=disabled", "progress=false"]
+from rlinfluence.run.checkpoint import METRICS  # noqa: E402
 
 
 def compose_config(overrides: list[str], return_hydra_config: bool = False):
@@ -35,7 +38,37 @@ def compose_config(overrides: list[str], return_hydra_config: bool = False):
 
 @pytest.fixture
 def tiny_config():
-    return lambda *overrides: compose_config(TINY + list(overrides))
+    """`rlinfluence debug=smoke <overrides>`: a 2-round run in about a second (conf/debug/smoke.yaml)."""
+    return lambda *overrides: compose_config(["debug=smoke", *overrides])
+
+
+def metrics_rows(run_dir: Path, timings: bool = True) -> list[dict[str, str]]:
+    """A run's metrics.csv, one row of strings (as written) per round; without `timings`, less the time_*
+    columns, the wall-clock seconds that differ between two runs of the same settings."""
+    with open(Path(run_dir) / METRICS, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return rows if timings else [{k: v for k, v in row.items() if not k.startswith("time_")} for row in rows]
+
+
+def refusal(action: Callable[[], object], error: type[Exception] = ConfigError) -> str:
+    """The message of the `error` that `action` stops with, asserted to be one line."""
+    with pytest.raises(error) as raised:
+        action()
+    message = str(raised.value)
+    assert "\n" not in message, message
+    return message
+
+
+def config_refusal(*overrides: str) -> str:
+    """The one-line ConfigError that validation refuses `rlinfluence <overrides>` with."""
+    return refusal(lambda: validate(compose_config(list(overrides))))
+
+
+def cli_refusal(result: subprocess.CompletedProcess) -> str:
+    """The one line a refused command printed, asserted with its exit code 2."""
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    return line
 
 
 def write_analyses(data_dir) -> None:
@@ -116,7 +149,8 @@ def write_authors_runs(data_dir) -> None:
              "optimizer": "sgd", "protocol": "authors", "config_hash": "abc123", "seed": seed, "round": k,
              "env_steps": 2048 * k, "test_return": k + 10 * seed, "n_records": 2048 * (k > 0), "n_kept": 1900,
              "source": "authors"}
-            for env in ("minigrid", "lunarlander") for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
+            for env in ("minigrid", "lunarlander")
+            for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
             for seed in range(5) for k in range(4)]
     pd.DataFrame(rows).reindex(columns=TIDY_COLUMNS + ["source"]).to_csv(data_dir / "authors.csv", index=False)
 

@@ -29,8 +29,10 @@ TRACIN = "./models_minigrid/minigrid_act-7_88_sgd_lr-5e-3_feat-64_step-80k_TracI
 
 
 def standard_file(returns: list[float]) -> str:
-    return "".join(f"env is : MiniGrid-Empty-8x8-v0\nloaded model with initial policy {MODELS}/policy_grad_{320 * k}.zip\n"
-                   f"number of actions: 7\nGenerated 100 fixed initial states.\nAverage return J over fixed states: {r}\n"
+    return "".join(f"env is : MiniGrid-Empty-8x8-v0\n"
+                   f"loaded model with initial policy {MODELS}/policy_grad_{320 * k}.zip\n"
+                   f"number of actions: 7\nGenerated 100 fixed initial states.\n"
+                   f"Average return J over fixed states: {r}\n"
                    for k, r in enumerate(returns))
 
 

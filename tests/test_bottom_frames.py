@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import analysis_output
 from rlinfluence.analyses.bottom_frames import read_frames
 from rlinfluence.cli import run_task
+from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.render import FIGURE_SUFFIXES, save_figure
 from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4
-from rlinfluence.config.paths import REPO_ROOT
-from conftest import analysis_output
 
 FIG9 = next(output for output in SECTION4 if output.name == "fig9_bottom_frames_pong")
 

@@ -15,14 +15,15 @@ import pandas as pd
 import pytest
 
 import rlinfluence as rlinfluence_package
+from conftest import cli_refusal
+from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import SETTINGS, load_settings
+from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
 from rlinfluence.figures.runs import read_tidy_csv
-from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.section4 import DATA_DIR, documented_identities
-from rlinfluence.config.paths import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "paper_figures"
 PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episodes=10", "seed=0", "method=iif"]
@@ -75,10 +76,10 @@ def test_a_refresh_from_runs_with_other_settings_is_refused_and_writes_nothing(p
     """The probe: run from elsewhere, the figure task still reads and would write the repo's paper_figures/."""
     before = fingerprint(COMMITTED)
     result = rlinfluence("task=figures", f"figures.runs_root={probe_runs}", cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    [line] = result.stderr.strip().splitlines()
+    line = cli_refusal(result)
     run_dir = probe_runs / "main" / "frozenlake" / "sgd"
-    assert line.startswith(f"rlinfluence: {run_dir}/iif-p50-") and "/seed0 would replace main/frozenlake/iif-p50/clean/0" in line
+    assert line.startswith(f"rlinfluence: {run_dir}/iif-p50-")
+    assert "/seed0 would replace main/frozenlake/iif-p50/clean/0" in line
     assert "made with env.rounds=50, this has env.rounds=2 (2 setting(s) differ)" in line
     assert "figures.replace=[main/frozenlake]" in line
     assert fingerprint(COMMITTED) == before and not list(tmp_path.iterdir())
@@ -104,9 +105,11 @@ def test_replacing_on_purpose_says_what_it_replaces_and_keeps_every_other_row(pr
 
 def test_a_replace_naming_nothing_to_refresh_is_refused(probe_runs, data_copy, tmp_path):
     before = fingerprint(data_copy)
-    with pytest.raises(ConfigError, match=r"figures.replace=main/frozenlak names nothing .* \(there: main/frozenlake\)"):
+    with pytest.raises(ConfigError,
+                       match=r"figures.replace=main/frozenlak names nothing .* \(there: main/frozenlake\)"):
         regenerate(data_copy, tmp_path / "out", probe_runs, {"main/frozenlak"})
-    with pytest.raises(ConfigError, match="figures.replace=main/frozenlake replaces .* figures.runs_root, which is not set"):
+    with pytest.raises(ConfigError,
+                       match="figures.replace=main/frozenlake replaces .* figures.runs_root, which is not set"):
         regenerate(data_copy, tmp_path / "out", None, {"main/frozenlake"})
     assert fingerprint(data_copy) == before and (data_copy / SETTINGS).exists() and not (tmp_path / "out").exists()
 
@@ -114,7 +117,8 @@ def test_a_replace_naming_nothing_to_refresh_is_refused(probe_runs, data_copy, t
 # ----------------------------------------------------------------------------- analyses are runs too
 
 TIMELINE = ["task=timeline", "env=acrobot", "seed=0", "env.rounds=3", "env.n_steps=128",
-            "eval.episodes=2", "analysis.timeline.top=5", "analysis.timeline.neighbours=5", "analysis.timeline.phases=1"]
+            "eval.episodes=2", "analysis.timeline.top=5", "analysis.timeline.neighbours=5",
+            "analysis.timeline.phases=1"]
 FIG10 = COMMITTED / "data" / "analyses" / "timeline" / "acrobot-seed0.csv"
 
 
@@ -134,8 +138,7 @@ def test_a_timeline_run_from_the_repo_root_leaves_the_committed_fig10_data_untou
     assert output.parent.parent.name == "seed0" and output.with_suffix(".json").exists()
     before = fingerprint(COMMITTED)
     result = rlinfluence("task=figures", f"figures.runs_root={timeline_runs}", cwd=REPO_ROOT)
-    assert result.returncode == 2, result.stderr
-    [line] = result.stderr.strip().splitlines()
+    line = cli_refusal(result)
     assert line.startswith(f"rlinfluence: {output} would replace {FIG10}, made with analysis.timeline.neighbours=20, "
                            f"this has analysis.timeline.neighbours=5 (6 setting(s) differ)")  # the 6 of TIMELINE
     assert line.endswith("figures.replace=[analyses/timeline/acrobot]")

@@ -11,12 +11,11 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
-from conftest import compose_config
-from rlinfluence.config.schema import ConfigError
-from rlinfluence.lm.hub import HubAssetMissing
+from conftest import cli_refusal, compose_config, config_refusal
 from rlinfluence.config.paths import CONFIG_DIR, PACKAGE_DIR, REPO_ROOT
-from rlinfluence.run.rundir import relative_run_dir, run_dir
 from rlinfluence.config.validation import validate
+from rlinfluence.lm.hub import HubAssetMissing
+from rlinfluence.run.rundir import relative_run_dir, run_dir
 
 GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher", "model"]
 # Options that need extra values before they can run.
@@ -82,9 +81,7 @@ def test_run_dir_is_deterministic_and_names_the_run():
     (["device=tpu"], "device"),
 ])
 def test_bad_values_raise_one_line_naming_the_key(overrides, key):
-    with pytest.raises(ConfigError) as error:
-        validate(compose_config(overrides))
-    assert key in str(error.value) and "\n" not in str(error.value)
+    assert key in config_refusal(*overrides)
 
 
 def test_unknown_env_lists_the_available_ones():
@@ -122,10 +119,8 @@ def test_misspelt_key_is_rejected():
 def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
     result = subprocess.run([sys.executable, "-m", "rlinfluence", "method.p=150", f"runs_root={tmp_path}",
                              "logger=disabled"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        "rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
-        "(percent of negative-influence records to drop)"]
+    assert cli_refusal(result) == ("rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
+                                   "(percent of negative-influence records to drop)")
     assert not any(tmp_path.iterdir())
 
 
@@ -141,8 +136,7 @@ finally:
 
 
 def test_a_training_command_imports_no_plotting_or_analysis_code(tmp_path):
-    tiny_run = [f"runs_root={tmp_path}", "logger=disabled", "progress=false", "env.n_steps=64", "ppo.batch_size=32",
-                "env.rounds=1", "eval.episodes=2"]
+    tiny_run = [f"runs_root={tmp_path}", "debug=smoke", "env.rounds=1"]
     result = subprocess.run([sys.executable, "-c", IMPORT_PROBE, *tiny_run], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
@@ -151,8 +145,7 @@ def test_a_training_command_imports_no_plotting_or_analysis_code(tmp_path):
 
 
 def test_a_rejected_command_leaves_a_finished_runs_record_untouched(tmp_path):
-    base = [sys.executable, "-m", "rlinfluence", f"runs_root={tmp_path}", "logger=disabled", "progress=false",
-            "env.n_steps=64", "ppo.batch_size=32", "env.rounds=1", "eval.episodes=2"]
+    base = [sys.executable, "-m", "rlinfluence", f"runs_root={tmp_path}", "debug=smoke", "env.rounds=1"]
     subprocess.run(base, check=True, capture_output=True, timeout=120)
     run_dir = next(tmp_path.rglob("DONE")).parent
     record = {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()}

@@ -1,6 +1,6 @@
 """Experiment overlays: `rlinfluence -m +experiment=<name>` launches exactly the runs its paper
-result needs. Checked by expanding each overlay's sweep as Hydra's basic sweeper does, and composing
-and validating every job."""
+result needs. Checked by expanding each overlay's sweep as the CLI does (launch.manifest.expand_sweep,
+Hydra's basic sweeper's cartesian product), and composing and validating every job."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from rlinfluence.figures.outputs import OUTPUTS
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
 from rlinfluence.config.validation import validate
+from rlinfluence.figures.outputs import OUTPUTS
+from rlinfluence.launch.manifest import expand_sweep
+from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
@@ -48,12 +47,14 @@ EXPECTED = {
     "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
     "robust_guard_frozenlake": {("frozenlake", "sgd", "iif_guard-p50", seed) for seed in range(30, 35)},
 }
-JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "adam_preconditioner": 6, "heuristics_advantage": 24, "heuristics_td_error": 18,
+JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "adam_preconditioner": 6,
+              "heuristics_advantage": 24, "heuristics_td_error": 18,
               "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15,
               "robust": 60, "robust_collapse": 90, "robust_guard_frozenlake": 5}
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
-         "adam": ["Table 3", "Fig. 15"], "adam_preconditioner": ["Table 3"], "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
+         "adam": ["Table 3", "Fig. 15"], "adam_preconditioner": ["Table 3"],
+         "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
          "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
          "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"], "collapse": ["collapse_frozenlake"],
          "protocol_lunarlander": ["protocol_comparison_lunarlander"], "robust": ["robust_efficiency", "robust_curves"],
@@ -66,16 +67,14 @@ OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 
 
 def expand(name: str) -> list:
-    """The composed config of every job of `-m +experiment=<name>`, as Hydra's basic sweeper makes them.
+    """The composed config of every job of `-m +experiment=<name>`.
 
     Jobs that differ only in the seed are composed once and copied with each seed (composition is
     the slow part, ~0.1 s a job)."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         overlay = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
-        lines = [f"{key}={value}" for key, value in overlay.hydra.sweeper.params.items()]
-        [batch] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
         composed, configs = {}, []
-        for job in batch:
+        for job in expand_sweep(overlay.hydra.sweeper.params, []):
             seed = [int(o.split("=")[1]) for o in job if o.startswith("seed=")]
             rest = tuple(o for o in job if not o.startswith("seed="))
             if rest not in composed:
@@ -139,5 +138,6 @@ def test_every_figure_finds_its_runs_in_an_overlay(jobs, output):
                      c.seed) for overlay in writers(jobs, arm.experiment or output.runs.experiment)
                     for c in jobs[overlay]}
         needed = {(env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
-                  for env in output.runs.envs for protocol in output.runs.protocols for seed in range(output.runs.seeds)}
+                  for env in output.runs.envs for protocol in output.runs.protocols
+                  for seed in range(output.runs.seeds)}
         assert needed <= launched

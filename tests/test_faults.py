@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import csv
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import metrics_rows
 from rlinfluence.cli import run_task
-from rlinfluence.control.collect import collect_rollout
 from rlinfluence.config.schema import InfluenceConfig, PPOConfig
-from rlinfluence.influence import compute_influence
+from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.influence import compute_influence
 from rlinfluence.selection import DropMostNegative, Selection
 from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import ppo_update
@@ -25,8 +25,7 @@ def test_wandb_online_without_network_is_reported_once_and_training_continues(tm
     monkeypatch.delenv("WANDB_MODE", raising=False)
     summary = run_task(tiny_config("logger=wandb", "logger.mode=online", "logger.init_timeout=2"), tmp_path)
     assert summary["done"]
-    with open(tmp_path / "metrics.csv", newline="") as handle:
-        assert len(list(csv.DictReader(handle))) == 3
+    assert len(metrics_rows(tmp_path)) == 3
     assert capfd.readouterr().err.count("W&B mirror disabled") == 1
 
 
@@ -80,7 +79,6 @@ def test_kept_set_smaller_than_one_minibatch_still_trains(trainer_and_buffer, n_
 def test_episode_longer_than_the_buffer(tmp_path, tiny_config):
     """Acrobot episodes last up to 500 steps; with 16-step rounds every round ends mid-episode."""
     run_task(tiny_config("env=acrobot", "env.n_steps=16", "ppo.batch_size=8", "env.rounds=3"), tmp_path)
-    with open(tmp_path / "metrics.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))[1:]
+    rows = metrics_rows(tmp_path)[1:]
     for row in rows:
         assert all(math.isfinite(float(row[k])) for k in ("policy_loss", "value_loss", "approx_kl", "test_return"))

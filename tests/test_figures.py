@@ -8,15 +8,14 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from rlinfluence.run.checkpoint import RunDirError
-from rlinfluence.control.evaluation import is_eval_round
-from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
-from rlinfluence.figures import catalogue
-from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds
 from conftest import write_analyses, write_authors_runs, write_lm_runs
-from rlinfluence.figures.render import latex_table
+from rlinfluence.control.evaluation import is_eval_round
+from rlinfluence.figures import catalogue, main_from_config, paper, regenerate, tidy_from_runs
+from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds
 from rlinfluence.figures.regenerate import refresh_from_runs
+from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, scan_runs
+from rlinfluence.run.checkpoint import RunDirError
 
 # Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
 # standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,
@@ -127,9 +126,9 @@ def test_every_output_is_made_with_its_files(made):
 
 def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     _, data_dir, _ = made
-    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == ["adam.csv", "adam_preconditioner.csv", "authors.csv",
-                                                                         "heuristics_advantage.csv",
-                                                          "heuristics_td_error.csv", "main.csv", "p_ablation.csv"]
+    assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == [
+        "adam.csv", "adam_preconditioner.csv", "authors.csv", "heuristics_advantage.csv", "heuristics_td_error.csv",
+        "main.csv", "p_ablation.csv"]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
     main_runs = {(env, arm.tag_for(env), protocol, seed) for o in OUTPUTS
@@ -171,7 +170,8 @@ def test_eval_cadence_thins_both_curves(made):
     assert frozenlake["Levels per seed"].tolist() == ["4.0", "2.0", "1.0", "1.0"]
     assert frozenlake["Evaluated every (% of the run)"].tolist() == ["25.0", "50.0", "100.0", "250.0"]
     assert frozenlake["SE_ave (%)"].tolist() == ["33.3 ± 0.0", "25.0 ± 0.0", "0.0 ± 0.0", "0.0 ± 0.0"]
-    assert frozenlake["SE_ave shift per seed, mean (max)"].tolist() == ["0.0 (0.0)", "8.3 (8.3)", "33.3 (33.3)", "33.3 (33.3)"]
+    assert frozenlake["SE_ave shift per seed, mean (max)"].tolist() == [
+        "0.0 (0.0)", "8.3 (8.3)", "33.3 (33.3)", "33.3 (33.3)"]
     assert rows.index.get_level_values("Env").unique().tolist() == ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import compose_config
-from rlinfluence.envs.make import make_env
 from rlinfluence.envs.highway import FastIDMVehicle, FastMDPVehicle, FastRoad, NumpyKinematics
+from rlinfluence.envs.make import make_env
 
 
 def road_state(env: gym.Env) -> list[tuple]:

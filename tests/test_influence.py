@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from rlinfluence.config.schema import NetworkConfig, PPOConfig
+from rlinfluence.control.networks import ActorCritic
 from rlinfluence.influence import StepInfluence, _Attribution, adam_preconditioner, influence_scores, reference_scores
 from rlinfluence.losses import policy_loss_per_record
-from rlinfluence.selection import Selection
-from rlinfluence.update import ppo_update
-from rlinfluence.control.networks import ActorCritic
 from rlinfluence.records import RolloutBuffer
+from rlinfluence.selection import Selection
 from rlinfluence.targets import ActionTarget, ReturnTarget
+from rlinfluence.update import ppo_update
 
 N = 48
 
@@ -131,13 +131,13 @@ def test_adam_preconditioner_is_none_before_the_first_step():
 
 
 def test_adam_preconditioning_runs_in_a_round_and_needs_adam(tmp_path):
-    from conftest import TINY, compose_config
+    from conftest import compose_config
     from rlinfluence.cli import run_task
     from rlinfluence.config.schema import ConfigError
 
     with pytest.raises(ConfigError, match=r"influence.preconditioner=adam needs optimizer=adam"):
-        run_task(compose_config(TINY + ["influence.preconditioner=adam"]), tmp_path / "sgd")
-    cfg = compose_config(TINY + ["influence.preconditioner=adam", "optimizer=adam", "env=acrobot"])
+        run_task(compose_config(["debug=smoke", "influence.preconditioner=adam"]), tmp_path / "sgd")
+    cfg = compose_config(["debug=smoke", "influence.preconditioner=adam", "optimizer=adam", "env=acrobot"])
     assert run_task(cfg, tmp_path / "adam")["rounds_completed"] == 2  # round 1 without Adam state, 2 with it
 
 
@@ -158,7 +158,8 @@ def test_every_step_influence_matches_an_explicit_loop_over_the_update():
         target_grads = torch.autograd.grad(target.loss(attribution.policy_fn(params), buffer), list(params.values()))
         for position, i in enumerate(ids.tolist()):
             log_prob, entropy = attribution.policy_fn(params)(buffer.obs[i:i + 1], buffer.actions[i:i + 1])
-            loss = policy_loss_per_record(log_prob, buffer.log_probs[i:i + 1], advantages[position:position + 1].detach(),
+            loss = policy_loss_per_record(log_prob, buffer.log_probs[i:i + 1],
+                                          advantages[position:position + 1].detach(),
                                           ppo.clip_range, entropy, ppo.ent_coef)[0]
             grads = torch.autograd.grad(loss, list(params.values()))
             explicit[i] += lr * sum((g * t).sum() for g, t in zip(grads, target_grads)).item()
@@ -170,18 +171,18 @@ def test_every_step_influence_matches_an_explicit_loop_over_the_update():
 
 
 def test_every_step_influence_only_measures_it_never_changes_the_run(tmp_path):
-    import csv
 
-    from conftest import TINY, compose_config
+    from conftest import compose_config, metrics_rows
     from rlinfluence.cli import run_task
 
     def rows(name, *overrides):
-        run_task(compose_config(TINY + ["env=acrobot", "method=iif", *overrides]), tmp_path / name)
-        with open(tmp_path / name / "metrics.csv", newline="") as handle:
-            return list(csv.DictReader(handle))
+        run_task(compose_config(["debug=smoke", "env=acrobot", "method=iif", *overrides]), tmp_path / name)
+        return metrics_rows(tmp_path / name, timings=False)
+
+    def results(table):
+        return [{k: v for k, v in r.items() if not k.startswith("influence_")} for r in table]
 
     plain, measured = rows("round_start"), rows("every_step", "influence.checkpoints=every_step")
-    results = lambda table: [{k: v for k, v in r.items() if not k.startswith(("time_", "influence_"))} for r in table]
     assert results(plain) == results(measured)
     agreement = [float(r["influence_step_spearman"]) for r in measured[1:]]
     assert all(-1 <= a <= 1 for a in agreement) and all(r["influence_step_spearman"] == "nan" for r in plain)

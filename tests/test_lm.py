@@ -4,22 +4,20 @@ resume after kill -9, and the one-line error for a model that is not on this mac
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import compose_config
+from conftest import compose_config, config_refusal, metrics_rows
 from rlinfluence.cli import run_task
-from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
 from rlinfluence.config.validation import validate
+from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
 
 # A tiny world built in seconds (the preset's pretraining is longer), small rounds.
 LM_TINY = ["env=toxicity_tiny", "model.tiny.pretrain_steps=40", "model.tiny.corpus_sentences=400",
@@ -105,29 +103,24 @@ def test_sequence_influence_equals_the_per_record_autograd_loop(target):
         slow = reference_scores(trainer.policy, batch, direction, loss_fn).double()
         assert float((fast - slow).abs().max() / slow.abs().max()) <= 1e-4
     policy_only = sequence_scores(trainer.policy, batch, direction, record_loss_fn(0.2, 0.2, 0.1, False), chunk=16)
-    assert not torch.allclose(policy_only.double(), fast)  # the flag changes the scores: the leak is real, and off by default
+    # the flag changes the scores: the leak is real, and off by default
+    assert not torch.allclose(policy_only.double(), fast)
 
 
 # ----------------------------------------------------------------------------- runs
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, str]]:
-    with open(run_dir / "metrics.csv", newline="") as handle:
-        return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
 
 
 def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metrics(tmp_path):
     overrides = LM_TINY + ["method=iif", "seed=3"]
     reference = tmp_path / "reference"
     run_task(compose_config(overrides), reference)
-    rows = read_metrics(reference)
+    rows = metrics_rows(reference, timings=False)
     assert [int(r["round"]) for r in rows] == [0, 1, 2, 3]
     for row in rows[1:]:
         assert 0 < float(row["kept_fraction"]) < 1 and int(row["n_negative"]) > 0
         assert int(row["gradient_steps"]) == 4 * -(-int(row["n_kept"]) // 4)  # 4 epochs of minibatch 4
         assert 0 <= float(row["test_toxicity"]) <= 1 and float(row["kl_coef"]) > 0
-    with open(reference / "metrics.csv", newline="") as handle:
-        timed = list(csv.DictReader(handle))[1:]
+    timed = metrics_rows(reference)[1:]
     assert all(float(row[column]) > 0 for row in timed for column in TIME_COLUMNS - {"time_select"})
 
     # The same run through the CLI, killed once its round-1 checkpoint exists, then resumed.
@@ -146,17 +139,17 @@ def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metri
     cfg = compose_config(overrides + [f"runs_root={interrupted}"])
     from rlinfluence.run.loop import read_resume, train
     train(cfg, run_dir, read_resume(run_dir))
-    assert read_metrics(run_dir) == rows
+    assert metrics_rows(run_dir, timings=False) == rows
 
 
 def test_ppo_and_random_keep_their_records_as_the_shared_methods_say(tmp_path):
     ppo = tmp_path / "ppo"
     run_task(compose_config(LM_TINY + ["method=ppo", "env.rounds=1"]), ppo)
-    row = read_metrics(ppo)[1]
+    row = metrics_rows(ppo, timings=False)[1]
     assert (row["n_kept"], row["n_negative"], row["kept_fraction"]) == ("16", "nan", "1.0")
     random = tmp_path / "random"
     run_task(compose_config(LM_TINY + ["method=random", "env.rounds=1"]), random)
-    row = read_metrics(random)[1]
+    row = metrics_rows(random, timings=False)[1]
     assert int(row["n_kept"]) == 16 - int(row["n_negative"])  # p = 100: as many dropped as are negative
 
 
@@ -186,11 +179,7 @@ def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
     (["task=diagnose"], "task=diagnose"),
 ])
 def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
-    from rlinfluence.config.schema import ConfigError
-
-    with pytest.raises(ConfigError) as error:
-        validate(compose_config(["env=toxicity_tiny", *overrides]))
-    assert key in str(error.value) and "\n" not in str(error.value)
+    assert key in config_refusal("env=toxicity_tiny", *overrides)
 
 
 def test_a_control_env_rejects_the_lm_target():

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from conftest import lm_rows
-from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.regenerate import refresh_from_runs
 from rlinfluence.figures.rlhf import LM_CSV, RUN_COLUMNS, RUN_KEY
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.rundir import DONE, IDENTITY
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rlinfluence.launch import manifest as mf
-from rlinfluence.launch import slurm
+from rlinfluence.launch import manifest as mf, slurm
 from rlinfluence.launch.manifest import ArrayChunk, Manifest, Run, compress_ranges, expand_sweep, split_into_arrays
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,23 +6,22 @@ and `protocol=paper` for composing them all into a run directory of its own.
 
 from __future__ import annotations
 
-import csv
 import io
 
 import numpy as np
 import pytest
 import torch
 
-from rlinfluence.control.collect import collect_rollout
+from conftest import compose_config, metrics_rows
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.influence import chunk_normalized_advantages, influence_scores, reference_scores
+from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.influence import chunk_normalized_advantages, influence_scores, reference_scores
 from rlinfluence.round import run_round
 from rlinfluence.run.rundir import protocol_tag, relative_run_dir
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import minibatch_ids
-from conftest import compose_config
 
 
 def _round_buffers(cfg, rounds: int):
@@ -109,8 +108,7 @@ def test_drop_last_minibatch_means_fewer_gradient_steps_in_a_run(tmp_path):
     keep = run_task(compose_config(overrides), tmp_path / "keep")
     drop = run_task(compose_config(overrides + ["ppo.drop_last_minibatch=true"]), tmp_path / "drop")
     assert keep and drop
-    steps = [int(list(csv.DictReader(open(tmp_path / name / "metrics.csv")))[-1]["gradient_steps"])
-             for name in ("keep", "drop")]
+    steps = [int(metrics_rows(tmp_path / name)[-1]["gradient_steps"]) for name in ("keep", "drop")]
     assert steps == [2 * 3, 2 * 2]  # 80 records: 32 + 32 + 16 per epoch, or the two full ones
 
 

@@ -3,7 +3,6 @@ is written. One test per defect of issue 9 (README, "Reliability"), each reprodu
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import os
@@ -18,31 +17,36 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, compose_config
-from rlinfluence.run.checkpoint import RunDirError
+from conftest import cli_refusal, compose_config, config_refusal, metrics_rows, refusal
 from rlinfluence.cli import quiet_libraries, run_task
-from rlinfluence.run.lifecycle import announce_env_optimizer
-from rlinfluence.config.schema import ConfigError, OptimizerConfig, TargetConfig
-from rlinfluence.figures.catalogue import OUTPUTS
-from rlinfluence.control.networks import feature_extractor
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.targets import make_target
-from rlinfluence.run.tasks import TASK_MODULES, TASKS, load_task, task_names
-from rlinfluence.update import make_optimizer
-from rlinfluence.run.rundir import (check_identity, config_hash, non_default_settings, relative_run_dir, run_dir,
-                               write_identity)
+from rlinfluence.config.schema import ConfigError, OptimizerConfig, TargetConfig
 from rlinfluence.config.validation import validate
+from rlinfluence.control.networks import feature_extractor
+from rlinfluence.figures.catalogue import OUTPUTS
+from rlinfluence.run.checkpoint import RunDirError
+from rlinfluence.run.lifecycle import announce_env_optimizer
+from rlinfluence.run.rundir import (
+    check_identity,
+    config_hash,
+    non_default_settings,
+    relative_run_dir,
+    run_dir,
+    write_identity,
+)
+from rlinfluence.run.tasks import TASK_MODULES, TASKS, load_task, task_names
+from rlinfluence.targets import make_target
+from rlinfluence.update import make_optimizer
 
 FROZENLAKE_STATE_0 = "target.state=[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"
 
 
 def tiny(runs_root: Path, *overrides: str):
-    return compose_config([*TINY, f"runs_root={runs_root}", *overrides])
+    return compose_config(["debug=smoke", f"runs_root={runs_root}", *overrides])
 
 
 def rounds_in(path: Path) -> list[int]:
-    with open(path / "metrics.csv", newline="") as handle:
-        return [int(row["round"]) for row in csv.DictReader(handle)]
+    return [int(row["round"]) for row in metrics_rows(path)]
 
 
 def cli(runs_root: Path, *overrides: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -63,7 +67,7 @@ def test_the_readmes_target_action_example_trains_after_the_default_job(tmp_path
 
 
 def test_a_sweep_never_reuses_a_run_with_other_settings(tmp_path):
-    result = cli(tmp_path, "-m", *TINY[:2], "method=ppo", "env.rounds=1,2")
+    result = cli(tmp_path, "-m", "debug=smoke", "method=ppo", "env.rounds=1,2")
     assert result.returncode == 0, result.stderr
     dirs = sorted(path.parent for path in tmp_path.rglob("DONE"))
     assert len(dirs) == 2 and sorted(len(rounds_in(path)) for path in dirs) == [2, 3]
@@ -167,11 +171,10 @@ def test_a_key_the_run_predates_set_otherwise_is_refused_in_one_line(tmp_path):
     run_task(three)
     made_before(run_dir(three), *SCHEDULES)
     # (Setting it otherwise changes the hash; only a moved default could bring the command to this dir.)
-    with pytest.raises(RunDirError) as error:
-        check_identity(run_dir(three), tiny(tmp_path, "env.rounds=3", "ppo.lr_schedule=linear"))
-    message = str(error.value)
+    message = refusal(lambda: check_identity(run_dir(three), tiny(tmp_path, "env.rounds=3", "ppo.lr_schedule=linear")),
+                      RunDirError)
     assert ('ppo.lr_schedule="constant" (its default: the run predates the key), this command has '
-            'ppo.lr_schedule="linear" (1 setting(s) differ); force=true') in message and "\n" not in message
+            'ppo.lr_schedule="linear" (1 setting(s) differ); force=true') in message
 
 
 def test_a_key_conf_no_longer_has_is_refused(tmp_path):
@@ -226,9 +229,7 @@ def test_runs_made_before_the_schedules_keep_their_directories():
     ([FROZENLAKE_STATE_0, "target.action=[1,2]"], "must be one action index"),
 ])
 def test_an_action_target_that_does_not_fit_the_env_is_a_config_error(overrides, message):
-    with pytest.raises(ConfigError) as error:
-        validate(compose_config(["target=action", *overrides]))
-    assert message in str(error.value) and "\n" not in str(error.value)
+    assert message in config_refusal("target=action", *overrides)
 
 
 def test_an_action_target_on_an_image_env_is_given_flat(tmp_path):
@@ -266,10 +267,8 @@ def test_an_unreadable_checkpoint_or_metrics_file_is_named_in_one_line(tmp_path,
     (run_dir(cfg) / "DONE").unlink()
     damage(run_dir(cfg) / name)
     kept = {path.name: path.read_bytes() for path in run_dir(cfg).iterdir() if path.is_file()}
-    with pytest.raises(RunDirError) as error:
-        run_task(cfg)
-    message = str(error.value)
-    assert f"{run_dir(cfg) / name} is unreadable" in message and "force=true" in message and "\n" not in message
+    message = refusal(lambda: run_task(cfg), RunDirError)
+    assert f"{run_dir(cfg) / name} is unreadable" in message and "force=true" in message
     assert {path.name: path.read_bytes() for path in run_dir(cfg).iterdir() if path.is_file()} == kept
     assert run_task(tiny(tmp_path, "force=true"))["done"]
 
@@ -311,10 +310,7 @@ FIT_HINT = "; use a preset whose spaces fit, or override env.make_kwargs/env.wra
 ])
 def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, overrides, message):
     runs_root = tmp_path / "runs"
-    result = cli(runs_root, *overrides)
-    assert result.returncode == 2
-    [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"rlinfluence: {message}")
+    assert cli_refusal(cli(runs_root, *overrides)).startswith(f"rlinfluence: {message}")
     assert not runs_root.exists()
 
 
@@ -352,9 +348,7 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
     (["env.wrappers=[one_hot,atari]"], "env.wrappers has atari, whose settings env.atari are unset"),
 ])
 def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, message):
-    with pytest.raises(ConfigError) as error:
-        validate(compose_config(overrides))
-    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+    assert config_refusal(*overrides).startswith(message)
 
 
 @pytest.mark.parametrize("build,message", [
@@ -364,9 +358,7 @@ def test_a_value_out_of_range_or_not_fitting_the_env_names_its_key(overrides, me
      "env.network.kind='resnet' is not one of: mlp, cnn, nature_cnn"),
 ])
 def test_a_builder_refuses_a_name_it_has_no_entry_for_instead_of_falling_through(build, message):
-    with pytest.raises(ConfigError) as error:
-        build()
-    assert str(error.value) == message
+    assert refusal(build) == message
 
 
 @pytest.mark.parametrize("task,key", [("train", "runs_root"), ("diagnose", "runs_root"),
@@ -375,9 +367,9 @@ def test_a_path_a_task_would_write_under_a_file_is_refused_before_it_runs(tmp_pa
     (tmp_path / "file").write_text("")
     paths = {"runs_root": tmp_path / "runs", "figures.data_dir": tmp_path, "figures.out_dir": tmp_path / "out",
              key: tmp_path / "file" / "below"}
-    with pytest.raises(ConfigError) as error:
-        validate(compose_config([f"task={task}", *(f"{name}={path}" for name, path in paths.items())]))
-    assert str(error.value) == f"{key}={tmp_path / 'file' / 'below'} is not writable: {tmp_path / 'file'} is not a directory"
+    message = config_refusal(f"task={task}", *(f"{name}={path}" for name, path in paths.items()))
+    below, file = tmp_path / "file" / "below", tmp_path / "file"
+    assert message == f"{key}={below} is not writable: {file} is not a directory"
 
 
 def test_another_env_id_with_the_presets_spaces_is_accepted_and_hashed():
@@ -408,9 +400,7 @@ def test_a_read_only_runs_root_is_one_line_exit_2():
         Path(parent).chmod(0o755)
         runs_root = Path(parent) / "runs"
         runs_root.mkdir(mode=0o555)
-        result = cli(runs_root, *TINY[:4], prefix=_as_a_user())
-        assert result.returncode == 2, result.stderr
-        [line] = result.stderr.strip().splitlines()
+        line = cli_refusal(cli(runs_root, "debug=smoke", prefix=_as_a_user()))
         assert line.startswith(f"rlinfluence: config error: runs_root={runs_root} is not writable")
         assert not any(runs_root.iterdir())
 
@@ -429,7 +419,7 @@ def wait_for_rows(runs_root: Path, rows: int, process: subprocess.Popen) -> Path
 
 @pytest.mark.parametrize("signum,exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_path, signum, exit_code):
-    overrides = [*(o for o in TINY if not o.startswith("env.rounds=")), "env.rounds=100", f"runs_root={tmp_path}"]
+    overrides = ["debug=smoke", "env.rounds=100", f"runs_root={tmp_path}"]
     # As from a terminal: a shell starts background jobs (pytest, say) with SIGINT ignored, which the run keeps.
     process = subprocess.Popen([sys.executable, "-m", "rlinfluence", *overrides], stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -448,17 +438,17 @@ def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_
 
 
 def test_a_run_and_a_sweep_end_saying_where_their_results_went(tmp_path):
-    result = cli(tmp_path, *TINY[:5])
+    result = cli(tmp_path, "debug=smoke")
     [path] = [done.parent for done in tmp_path.rglob("DONE")]
     final = json.loads((path / "summary.json").read_text())["final_test_return"]
     assert result.stderr.strip().splitlines()[-1] == \
         f"rlinfluence: trained {path} (env.rounds=2), final test return {final:.6g}"
-    result = cli(tmp_path, *TINY[:5])
+    result = cli(tmp_path, "debug=smoke")
     assert result.stderr.strip() == \
         f"rlinfluence: {path} is already finished, final test return {final:.6g} (force=true reruns it)"
 
     (path / "DONE").unlink()  # as if killed after its last round
-    result = cli(tmp_path, "-m", *TINY[:5], "seed=0,1,2")
+    result = cli(tmp_path, "-m", "debug=smoke", "seed=0,1,2")
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"rlinfluence: sweep of 3 runs: 2 trained, 1 resumed, 0 skipped, 0 failed or not run; run dirs under "
@@ -483,7 +473,7 @@ def test_library_notices_are_not_shown(caplog):
 
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
         quiet_libraries()
-        warnings.warn("transformers: `x` is deprecated", FutureWarning)
+        warnings.warn("transformers: `x` is deprecated", FutureWarning, stacklevel=1)
         figure, axes = pyplot.subplots()
         axes.bar(["1", "2"], [1, 2])  # strings that parse as numbers: matplotlib's categorical-units note
         pyplot.close(figure)

@@ -11,15 +11,14 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import TINY, compose_config
+from conftest import compose_config
 from rlinfluence.cli import run_task
-from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
 from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.run.provenance import PROVENANCE_COLUMNS, code_version
 from rlinfluence.figures.committed import load_settings
-from rlinfluence.figures.runs import load_tidy
-from rlinfluence.run.replay import committed_runs, overrides_of, replay_runs
+from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
 from rlinfluence.run.loop import Resume, train
+from rlinfluence.run.provenance import PROVENANCE_COLUMNS, code_version
+from rlinfluence.run.replay import committed_runs, overrides_of, replay_runs
 from rlinfluence.run.rundir import composing, create_run_dir, run_dir, write_identity
 
 DATA = REPO_ROOT / "paper_figures" / "data"
@@ -98,7 +97,7 @@ def test_floats_are_written_to_round_trip():
 
 
 def test_a_run_records_its_code_and_library_versions_and_its_tidy_rows_carry_them(tmp_path):
-    cfg = compose_config([*TINY, f"runs_root={tmp_path}"])
+    cfg = compose_config(["debug=smoke", f"runs_root={tmp_path}"])
     run_task(cfg)
     [process] = json.loads((run_dir(cfg) / "summary.json").read_text())["provenance"]
     commit, dirty = code_version()
@@ -111,7 +110,7 @@ def test_a_run_records_its_code_and_library_versions_and_its_tidy_rows_carry_the
 
 
 def test_a_run_resumed_under_other_versions_lists_both(tmp_path):
-    cfg = compose_config([*TINY, f"runs_root={tmp_path}", "env.rounds=3"])
+    cfg = compose_config(["debug=smoke", f"runs_root={tmp_path}", "env.rounds=3"])
     path = run_dir(cfg)
     create_run_dir(path, str(tmp_path))
     write_identity(path, cfg)

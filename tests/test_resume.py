@@ -3,7 +3,6 @@ uninterrupted run."""
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
@@ -14,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-TIME_COLUMNS = {"time_collect", "time_influence", "time_select", "time_update", "time_eval"}
+from conftest import metrics_rows
+
 ROUNDS = 8
 
 
@@ -24,10 +24,8 @@ def command(runs_root: Path, env: str) -> list[str]:
             f"runs_root={runs_root}", "seed=5", "checkpoint.snapshots=true"]
 
 
-def metrics(runs_root: Path, env: str) -> list[dict[str, str]]:
-    path = next(runs_root.rglob("metrics.csv"))
-    with open(path, newline="") as handle:
-        return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
+def metrics(runs_root: Path) -> list[dict[str, str]]:
+    return metrics_rows(next(runs_root.rglob("metrics.csv")).parent, timings=False)
 
 
 def snapshot_weights(runs_root: Path) -> list[dict[str, torch.Tensor]]:
@@ -55,7 +53,7 @@ def test_kill_minus_9_then_rerun_equals_uninterrupted_run(tmp_path, env):
         assert rounds_logged(interrupted) < ROUNDS + 1, "the run finished before it could be killed"
     subprocess.run(command(interrupted, env), check=True, capture_output=True, timeout=300)
 
-    assert metrics(interrupted, env) == metrics(tmp_path / "reference", env)
+    assert metrics(interrupted) == metrics(tmp_path / "reference")
     reference, resumed = snapshot_weights(tmp_path / "reference"), snapshot_weights(interrupted)
     assert len(resumed) == ROUNDS + 1
     assert all(torch.equal(a[name], b[name]) for a, b in zip(reference, resumed, strict=True) for name in a)

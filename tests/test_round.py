@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 
@@ -10,23 +9,17 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import metrics_rows
 from rlinfluence.cli import run_task
 from rlinfluence.round import initial_row, run_round
 from rlinfluence.run.logger import COLUMNS
 from rlinfluence.selection import DropMostNegative, DropRandom, Influence, KeepAll, Selection, make_selection, n_to_drop
 from rlinfluence.update import minibatch_ids
 
-TIME_COLUMNS = {"time_collect", "time_influence", "time_select", "time_update", "time_eval"}
-
-
-def read_rows(path):
-    with open(path, newline="") as handle:
-        return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in csv.DictReader(handle)]
-
 
 def test_run_writes_metrics_summary_checkpoint_and_done(tmp_path, tiny_config):
     summary = run_task(tiny_config("env=frozenlake", "method=iif"), tmp_path)
-    rows = read_rows(tmp_path / "metrics.csv")
+    rows = metrics_rows(tmp_path, timings=False)
     assert [int(r["round"]) for r in rows] == [0, 1, 2]
     assert all(int(r["n_records"]) == 64 for r in rows[1:])
     assert all(int(r["n_kept"]) == 64 - int(np.floor(int(r["n_negative"]) * 0.5)) for r in rows[1:])
@@ -48,8 +41,8 @@ def test_same_seed_gives_identical_metrics(tmp_path, tiny_config, env):
     for name in ("a", "b"):
         run_task(tiny_config(f"env={env}", "method=random", "seed=7"), tmp_path / name)
     run_task(tiny_config(f"env={env}", "method=random", "seed=8"), tmp_path / "c")
-    assert read_rows(tmp_path / "a/metrics.csv") == read_rows(tmp_path / "b/metrics.csv")
-    assert read_rows(tmp_path / "a/metrics.csv") != read_rows(tmp_path / "c/metrics.csv")
+    assert metrics_rows(tmp_path / "a", timings=False) == metrics_rows(tmp_path / "b", timings=False)
+    assert metrics_rows(tmp_path / "a", timings=False) != metrics_rows(tmp_path / "c", timings=False)
 
 
 class ScriptedAgent:

@@ -11,7 +11,6 @@ conf/local/launcher/slurm.yaml apply as they do for users.
 
 from __future__ import annotations
 
-import csv
 import os
 import pickle
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compose_config
+from conftest import compose_config, metrics_rows
 from rlinfluence.launch import slurm
 from rlinfluence.run.rundir import run_dir as run_dir_of
 
@@ -41,6 +40,7 @@ def _why_no_slurm() -> str | None:
 WHY_NO_SLURM = _why_no_slurm()
 pytestmark = [
     pytest.mark.slurm,
+    pytest.mark.xdist_group("slurm"),  # one worker: the tests share the cluster's few CPUs and watch its queue
     pytest.mark.skipif(WHY_NO_SLURM is not None, reason=f"needs a SLURM cluster: {WHY_NO_SLURM}; "
                                                         "start one with sbatch/local-cluster.sh up"),
 ]
@@ -120,15 +120,10 @@ def _resumed(before: str, after: str) -> bool:
             and without_clock(new[len(old) - 1]) == without_clock(old[-1]))
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    with open(run_dir / "metrics.csv", newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def _assert_finished_run(run_dir: Path, rounds: int) -> None:
     assert (run_dir / "DONE").exists(), f"{run_dir} has no DONE marker"
     assert (run_dir / "summary.json").exists() and (run_dir / ".hydra" / "config.yaml").exists()
-    assert [int(row["round"]) for row in _rows(run_dir)] == list(range(rounds + 1))
+    assert [int(row["round"]) for row in metrics_rows(run_dir)] == list(range(rounds + 1))
 
 
 def _submitted_jobs(output: str) -> list[str]:
@@ -195,7 +190,7 @@ def test_sbatch_task_requeued_on_usr1_resumes_from_its_checkpoint(workdir, capsy
     assert slurm.main(["submit", str(manifest), "--", *SMALL_JOBS]) == 0
     job, = _submitted_jobs(capsys.readouterr().out)
     task, run_dir = f"{job}_0", _run_dir(workdir, LONG, "slurm_requeue", 0)
-    _wait(lambda: (run_dir / "metrics.csv").exists() and len(_rows(run_dir)) >= 3, "the run to log rounds")
+    _wait(lambda: (run_dir / "metrics.csv").exists() and len(metrics_rows(run_dir)) >= 3, "the run to log rounds")
 
     # What SLURM sends before a time limit (--signal=B:USR1@180), or an operator by hand.
     subprocess.run(["scancel", "--batch", "--signal=USR1", task], check=True)
@@ -238,7 +233,7 @@ def test_hydra_slurm_job_requeued_on_preemption_resumes(workdir):
                                "launcher=slurm", *SMALL_SUBMITIT_JOBS], cwd=workdir,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait(lambda: (run_dir / "metrics.csv").exists() and len(_rows(run_dir)) >= 3, "the run to log rounds")
+        _wait(lambda: (run_dir / "metrics.csv").exists() and len(metrics_rows(run_dir)) >= 3, "the run to log rounds")
         # submitit submits a sweep of one as a plain job (no array): its folder is the job id
         task, = [p.name for p in (sweep / ".submitit").iterdir() if p.is_dir()]
         # submitit's preemption/time-out signal (what SLURM sends signal_delay_s before the limit)

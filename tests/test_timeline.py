@@ -12,16 +12,16 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import analysis_output
 from rlinfluence.analyses.timeline import graph_roughness, knn_edges, phase_starts
-from rlinfluence.run.checkpoint import load_snapshot
 from rlinfluence.cli import run_task
+from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.config.schema import ConfigError
+from rlinfluence.control.networks import ActorCritic
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.figures import regenerate, section4
 from rlinfluence.figures.catalogue import OUTPUTS
-from rlinfluence.control.networks import ActorCritic
-from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.control.trainer import Trainer
-from conftest import analysis_output
+from rlinfluence.run.checkpoint import load_snapshot
 
 
 def test_roughness_of_a_path_graph_matches_the_formula_by_hand():

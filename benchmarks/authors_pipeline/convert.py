@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlinfluence.run.checkpoint import write_bytes, write_json
+from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, tidy_csv_bytes
-from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.run.checkpoint import write_bytes, write_json
 from rlinfluence.run.provenance import LIBRARIES
 
 UPDATES_PER_ROUND = 320  # 2,048 records / 64 per minibatch x 10 epochs
@@ -55,7 +55,8 @@ RELEASE = "github.com/LDAORL/LDA-ORL@c1d5764"
 
 # The line each test script prints when it loads the policy it tests (MiniGrid's exploration step prints
 # "loaded model with initial policy done <path>" for θ^i first; the test's own line comes last).
-CHECKPOINT = re.compile(r"(?:Loaded policy from:|loaded model with initial policy)\s+(?:done\s+)?(\S*policy_grad_(\d+)\.zip)")
+CHECKPOINT = re.compile(r"(?:Loaded policy from:|loaded model with initial policy)\s+(?:done\s+)?"
+                        r"(\S*policy_grad_(\d+)\.zip)")
 RETURN = re.compile(r"(?:Average return over (\d+) episodes|Average return J over fixed states):\s+(\S+)")
 EPISODES = re.compile(r"Generated (\d+) fixed initial states")
 KEPT = re.compile(r"len remaining records (\d+)")

@@ -27,15 +27,15 @@ from hydra._internal.utils import get_args_parser  # the parser of Hydra's comma
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.validation import validate
+from rlinfluence.launch.manifest import Composer, expand_sweep
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import RunDirError
-from rlinfluence.config.schema import ConfigError
 from rlinfluence.run.interrupts import RunInterrupted
 from rlinfluence.run.lifecycle import check_run, start_training
-from rlinfluence.launch.manifest import Composer, expand_sweep
-from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.run.tasks import TRAIN, load_task
-from rlinfluence.config.validation import validate
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
 
@@ -120,7 +120,8 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
     with Composer() as composer:
         try:
             jobs = expand_sweep(composer.sweep_params(overrides), overrides)
-        except ValueError:  # a sweep the manifest cannot enumerate (an interval, Hydra's own keys): Hydra checks it per job
+        except ValueError:
+            # a sweep the manifest cannot enumerate (an interval, Hydra's own keys): Hydra checks it per job
             return []
         planned = []
         shared = set.intersection(*(set(job) for job in jobs))

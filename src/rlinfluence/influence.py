@@ -12,7 +12,7 @@ is the slow explicit per-record autograd loop that the tests check the fast path
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -21,8 +21,8 @@ from torch import nn
 from torch.func import functional_call, jvp
 
 from rlinfluence.config.schema import InfluenceConfig, PPOConfig, chosen
-from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import Target
 
@@ -106,8 +106,8 @@ class StepInfluence:
         params = _policy_params(self.model)
         direction = _target_gradient(self.policy, params, self.target, self.buffer)
         old_log_prob, advantages = self.buffer.log_probs[ids], advantages.detach()
-        _, directional = jvp(lambda p: _per_record_loss(self.policy, p, self.buffer, ids, old_log_prob, advantages,
-                                                        self.ppo), (params,), (direction,))
+        directional = jvp(lambda p: _per_record_loss(self.policy, p, self.buffer, ids, old_log_prob, advantages,
+                                                     self.ppo), (params,), (direction,))[1]
         self.scores.index_add_(0, ids, self.lr * directional.detach().double())
 
 
@@ -192,7 +192,8 @@ def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
     scores = []
     for start in range(0, len(buffer), chunk_size):
         ids = slice(start, start + chunk_size)
-        _, directional = jvp(lambda p: attribution.per_record_loss(p, ids), (attribution.params,), (direction,))
+        directional = jvp(lambda p, ids=ids: attribution.per_record_loss(p, ids),
+                          (attribution.params,), (direction,))[1]
         scores.append(directional.detach())
     return torch.cat(scores)
 
@@ -222,9 +223,11 @@ def _reference_backend(model: ActorCritic, buffer: RolloutBuffer, target: Target
 # backend -> (model, buffer, target, ppo, chunk_size, Â, P) -> every record's score
 BACKENDS = {"jvp": influence_scores, "reference": _reference_backend}
 # normalization -> (advantages, chunk, rng) -> the per-record loss's Â (None: over the whole buffer)
-NORMALIZATIONS = {"buffer": lambda advantages, chunk, rng: None, "chunk": chunk_normalized_advantages}
+NORMALIZATIONS: dict[str, Callable[..., torch.Tensor | None]] = {
+    "buffer": lambda advantages, chunk, rng: None, "chunk": chunk_normalized_advantages}
 # preconditioner -> (model, optimizer) -> the diagonal P (None: P = I)
-PRECONDITIONERS = {"none": lambda model, optimizer: None, "adam": adam_preconditioner}
+PRECONDITIONERS: dict[str, Callable[..., Params | None]] = {
+    "none": lambda model, optimizer: None, "adam": adam_preconditioner}
 # checkpoints: the round-start scores alone, or also their every-step sums (StepInfluence, in the round loop)
 CHECKPOINTS = ("round_start", "every_step")
 

@@ -7,7 +7,7 @@ A record is (s, a, log π_old, V_old, r, done, Â, return, δ). Records are laid
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -38,11 +38,12 @@ class RolloutBuffer:
     def __len__(self) -> int:
         return self.obs.shape[0]
 
-    def _map(self, fn) -> "RolloutBuffer":
-        return RolloutBuffer(**{f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
-                                for f in fields(self)})
+    def _map(self, fn) -> RolloutBuffer:
+        tensors: dict[str, Any] = {f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
+                                   for f in fields(self)}
+        return RolloutBuffer(**tensors)
 
-    def to(self, device: torch.device) -> "RolloutBuffer":
+    def to(self, device: torch.device) -> RolloutBuffer:
         return self._map(lambda tensor: tensor.to(device))
 
     def time_major(self, values: torch.Tensor) -> np.ndarray:

@@ -11,8 +11,9 @@
 Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
 config and in the strategy objects (selection, target, action head), never in this loop. It drives an
 agent (run/agents.py's Agent): control/trainer.py's for the control envs, lm/trainer.py's for language
-models; run/loop.py runs the rounds of a run. The loop owns what every agent shares: the order of the stages, their timing, the selection, the row's
-common fields and the NaN of what a round did not measure (a round eval.every skips).
+models; run/loop.py runs the rounds of a run. The loop owns what every agent shares: the order of the
+stages, their timing, the selection, the row's common fields and the NaN of what a round did not
+measure (a round eval.every skips).
 """
 
 from __future__ import annotations

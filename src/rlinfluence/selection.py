@@ -9,8 +9,9 @@ that read no more of a record than its id and influence take any agent's `Record
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from omegaconf import DictConfig
@@ -58,7 +59,7 @@ class SelectionMethod:
         """Raise ConfigError for settings this method cannot run with."""
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> "SelectionMethod":
+    def from_config(cls, cfg: DictConfig) -> SelectionMethod:
         return cls()
 
     @classmethod

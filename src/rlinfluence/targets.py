@@ -6,9 +6,11 @@ parameters, plus the round's buffer, to a scalar. Influence differentiates it at
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from rlinfluence.config.schema import TargetConfig, chosen
@@ -53,7 +55,7 @@ class EntropyTarget:
 class ActionTarget:
     """f_action = log π_θ(a*|s*): which records push the policy towards (or away from) a* in s*."""
 
-    def __init__(self, state: list[float], action: list[float]):
+    def __init__(self, state: npt.ArrayLike, action: npt.ArrayLike):
         self.state = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
         self.action = torch.tensor(action, dtype=torch.float32).unsqueeze(0)
 
@@ -65,6 +67,7 @@ class ActionTarget:
 
 def _action_target(cfg: TargetConfig, observation_shape: tuple[int, ...]) -> ActionTarget:
     # target.state is a flat YAML list; the policy takes s* in the env's observation shape (images too).
+    assert cfg.state is not None and cfg.action is not None  # Trainer.check_config requires both
     return ActionTarget(np.reshape(list(cfg.state), observation_shape), list(cfg.action))
 
 

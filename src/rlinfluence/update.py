@@ -10,15 +10,16 @@ takes the dropped records out of them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from rlinfluence.config.schema import OptimizerConfig, PPOConfig, chosen
-from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 
@@ -86,7 +87,8 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
     buffer = buffer.to(model.device)
     # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
     clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
-    max_grad_norm, normalize, drop_last = ppo.max_grad_norm, bool(ppo.normalize_advantage), bool(ppo.drop_last_minibatch)
+    max_grad_norm = ppo.max_grad_norm
+    normalize, drop_last = bool(ppo.normalize_advantage), bool(ppo.drop_last_minibatch)
     sums = torch.zeros(5, device=model.device)  # policy loss, value loss, entropy, approx KL, clip fraction
     n_minibatches = 0
     for _ in range(ppo.n_epochs):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,9 +45,11 @@ def bottom_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
 def frames_bytes(rows: pd.DataFrame) -> bytes:
     """The rows as a compressed NPZ, one array per column."""
     # Through Python values: a text column (env) becomes a str array, which loads without pickle.
-    columns = {name: np.asarray(rows[name].to_list()) for name in rows.columns if name != OBS}
+    # Any: numpy's stub types savez_compressed's keywords as its own flags
+    arrays: dict[str, Any] = {name: np.asarray(rows[name].to_list()) for name in rows.columns if name != OBS}
+    arrays[OBS] = np.stack(rows[OBS].to_list())
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **columns, **{OBS: np.stack(rows[OBS].to_list())})
+    np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
 
 

@@ -32,21 +32,29 @@ image envs). Under Adam, η is not the step size, so only the correlations (scal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
-                                               check_rounds, matches_run, rerun_update)
-from rlinfluence.config.schema import ConfigError, PPOConfig
+from rlinfluence.analyses.standard_run import (
+    analyse_rounds,
+    before_round,
+    check_at_least_one,
+    check_outputs,
+    check_rounds,
+    matches_run,
+    rerun_update,
+)
+from rlinfluence.config.schema import ConfigError, EvalConfig, PPOConfig
 from rlinfluence.control.evaluation import Evaluator
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import target_value
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.control.trainer import Trainer
+from rlinfluence.run.tasks import register
 from rlinfluence.seeding import spawn_streams
 from rlinfluence.selection import DropMostNegative, Selection
-from rlinfluence.run.tasks import register
 from rlinfluence.update import minibatch_ids
 
 NONE, RANDOM, IIF, NEGATIVE = "none", "random", "iif", "all_negative"  # the kinds of removed group
@@ -138,7 +146,7 @@ def check_counterfactual(cfg: DictConfig) -> None:
 def counterfactual(cfg: DictConfig) -> pd.DataFrame:
     episodes = cfg.analysis.counterfactual.eval_episodes
     # The run's own evaluation stream, so every group of round k is tested on the same episodes.
-    evaluator = Evaluator(cfg.env, OmegaConf.merge(cfg.eval, {"episodes": episodes}),
+    evaluator = Evaluator(cfg.env, cast(EvalConfig, OmegaConf.merge(cfg.eval, {"episodes": episodes})),
                           spawn_streams(cfg.seed)["eval"]) if episodes else None
     try:
         return analyse_rounds(cfg, "counterfactual", list(cfg.analysis.counterfactual.rounds),

@@ -19,16 +19,21 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
-                                               check_rounds)
+from rlinfluence.analyses.standard_run import (
+    analyse_rounds,
+    before_round,
+    check_at_least_one,
+    check_outputs,
+    check_rounds,
+)
 from rlinfluence.config.schema import ConfigError, EnvConfig
-from rlinfluence.envs.make import STATE_SETTERS, make_env
 from rlinfluence.control.networks import ActorCritic
-from rlinfluence.records import RolloutBuffer
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.envs.make import STATE_SETTERS, make_env
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.rundir import envs_with_state_key
-from rlinfluence.seeding import torch_generator
 from rlinfluence.run.tasks import register
+from rlinfluence.seeding import torch_generator
 
 ROLLOUTS_SIDE_BY_SIDE = 256  # envs stepped together with one batched forward pass
 
@@ -38,6 +43,7 @@ def rollout_returns(model: ActorCritic, env_cfg: EnvConfig, starts: list[tuple[i
                     seed_seq: np.random.SeedSequence, progress: bool = False) -> np.ndarray:
     """Discounted return of one episode per (state key, first action) in `starts`, the policy acting after
     the first step; rollouts run side by side in batches."""
+    assert env_cfg.state_key is not None  # check_diagnose refuses an env without one
     set_state = STATE_SETTERS[env_cfg.state_key]
     envs = [make_env(env_cfg) for _ in range(min(ROLLOUTS_SIDE_BY_SIDE, len(starts)))]
     generator = torch_generator(seed_seq)
@@ -86,6 +92,7 @@ def true_advantages(model: ActorCritic, env_cfg: EnvConfig, buffer: RolloutBuffe
                     seed_seq: np.random.SeedSequence, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Ā(s, a) of every record and its standard error (rollouts of different actions are independent:
     Var Ā(s, a) = Σ_b (1[a = b] − π(b|s))² SE²(s, b))."""
+    assert buffer.state_keys is not None  # collected for an env with env.state_key
     keys = buffer.state_keys.numpy()
     states, first_record, state_of = np.unique(keys, return_index=True, return_inverse=True)
     with torch.no_grad():
@@ -118,6 +125,7 @@ def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
                                               cfg.ppo.gamma, seed_seq, cfg.progress)
     rank = np.empty(len(buffer), np.int64)
     rank[np.argsort(-scores, kind="stable")] = np.arange(1, len(buffer) + 1)
+    assert buffer.state_keys is not None  # as in true_advantages
     return pd.DataFrame({"env": cfg.env.name, "seed": cfg.seed, "round": k, "record": np.arange(len(buffer)),
                          "rank": rank, "influence": scores, "state": buffer.state_keys.numpy(),
                          "action": buffer.actions.numpy().astype(np.int64),

@@ -18,13 +18,20 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_outputs, check_rounds,
-                                               every_round_if_empty, matches_run, rerun_update)
-from rlinfluence.records import RolloutBuffer
-from rlinfluence.control.trainer import Trainer
+from rlinfluence.analyses.standard_run import (
+    analyse_rounds,
+    before_round,
+    check_outputs,
+    check_rounds,
+    every_round_if_empty,
+    matches_run,
+    rerun_update,
+)
 from rlinfluence.config.schema import ConfigError
-from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, format_p
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
+from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, format_p
 
 ALL, INFLUENCE, RANDOM = "all", "influence", "random"
 

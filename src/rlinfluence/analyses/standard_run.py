@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.validation import check_writable
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import load_snapshot, write_bytes, write_json
-from rlinfluence.config.schema import ConfigError
 from rlinfluence.run.lifecycle import start_training
-from rlinfluence.records import RolloutBuffer
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.selection import Selection
-from rlinfluence.config.validation import check_writable
 
 
 def standard_run_config(cfg: DictConfig) -> DictConfig:
@@ -102,8 +103,8 @@ def analysis_identity(cfg: DictConfig, analysis: str, variant: str = "") -> dict
     settings = {"protocol": rundir.protocol_tag(run_cfg), **rundir.non_default_settings(run_cfg),
                 **{key: value for key, value in own.items() if value != defaults.get(key, rundir.UNSET)}}
     return {"analysis": analysis, "variant": variant, "env": cfg.env.name, "optimizer": cfg.optimizer.name,
-            "seed": cfg.seed, "run": str(rundir.relative_run_dir(run_cfg).parent), "config_hash": rundir.digest(settings),
-            "non_default": settings}
+            "seed": cfg.seed, "run": str(rundir.relative_run_dir(run_cfg).parent),
+            "config_hash": rundir.digest(settings), "non_default": settings}
 
 
 def csv_bytes(rows: pd.DataFrame) -> bytes:

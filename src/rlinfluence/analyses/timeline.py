@@ -37,17 +37,24 @@ import torch
 from omegaconf import DictConfig
 from scipy.spatial import cKDTree
 
-from rlinfluence.analyses.standard_run import (analyse_rounds, before_round, check_at_least_one, check_outputs,
-                                               check_rounds, ensure_standard_run, every_round_if_empty,
-                                               standard_run_config)
-from rlinfluence.run.checkpoint import load_snapshot
+from rlinfluence.analyses.standard_run import (
+    analyse_rounds,
+    before_round,
+    check_at_least_one,
+    check_outputs,
+    check_rounds,
+    ensure_standard_run,
+    every_round_if_empty,
+    standard_run_config,
+)
 from rlinfluence.config.schema import ConfigError
-from rlinfluence.envs.make import make_env
+from rlinfluence.config.validation import check_action_target
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
-from rlinfluence.targets import ActionTarget
+from rlinfluence.envs.make import make_env, space_shape
+from rlinfluence.run.checkpoint import load_snapshot
 from rlinfluence.run.tasks import register
-from rlinfluence.config.validation import check_action_target
+from rlinfluence.targets import ActionTarget
 
 MIN_PHASE_ROUNDS = 3  # a phase is a stretch of training, not one noisy round
 
@@ -110,7 +117,8 @@ def phase_starts(series: np.ndarray, phases: int, min_length: int = MIN_PHASE_RO
         for b in range((p + 1) * min_length, n + 1):
             options = [(best[p - 1, a] + cost(a, b), a) for a in range(p * min_length, b - min_length + 1)]
             best[p, b], start[p, b] = min(options)
-    starts, b = [], n
+    starts: list[int] = []
+    b = n
     for p in range(phases - 1, 0, -1):
         b = start[p, b]
         starts.insert(0, b)
@@ -214,7 +222,7 @@ def timeline(cfg: DictConfig) -> pd.DataFrame:
     settings = cfg.analysis.timeline
     rounds = timeline_rounds(cfg)
     flat_state, spaces = target_state(cfg)
-    state = np.reshape(flat_state, spaces[0].shape)
+    state = np.reshape(flat_state, space_shape(spaces[0]))
 
     final = final_policy(cfg, spaces)
     action = settings.action

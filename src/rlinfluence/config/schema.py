@@ -4,8 +4,9 @@ the config. Values that are well-typed but cannot run are caught by `validation.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, TypeVar, Union
+from typing import Any, TypeVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -150,18 +151,18 @@ class EnvConfig:
     lr: LearningRates = field(default_factory=LearningRates)
     # A name in envs.STATE_KEYS for envs with a small discrete state (FrozenLake, MiniGrid): the
     # collector then stores each record's state id, which Monte-Carlo advantages group by.
-    state_key: Optional[str] = None
-    atari: Optional[AtariConfig] = None  # the `atari` wrapper's settings (env.wrappers has it)
-    lm: Optional[LMEnvConfig] = None  # env.agent=lm: prompts, reward, evaluation, LM-PPO settings
+    state_key: str | None = None
+    atari: AtariConfig | None = None  # the `atari` wrapper's settings (env.wrappers has it)
+    lm: LMEnvConfig | None = None  # env.agent=lm: prompts, reward, evaluation, LM-PPO settings
 
 
 @dataclass
 class MethodConfig:
     name: str = "ppo"
     # Percent of the negative-influence records to drop, or "auto" (chosen each round; selection.py).
-    p: Optional[Union[float, int, str]] = None
-    variant: Optional[str] = None  # a method's sub-rule, e.g. advantage's (selection.DropAdvantageMismatch.VARIANTS)
-    alpha: Optional[float] = None  # td_error: the exponent of its rank priorities (conf/method/td_error.yaml)
+    p: float | int | str | None = None
+    variant: str | None = None  # a method's sub-rule, e.g. advantage's (selection.DropAdvantageMismatch.VARIANTS)
+    alpha: float | None = None  # td_error: the exponent of its rank priorities (conf/method/td_error.yaml)
 
 
 @dataclass
@@ -174,8 +175,8 @@ class OptimizerConfig:
 @dataclass
 class TargetConfig:
     name: str = "return"  # the agent's target: targets.TARGETS (control), lm.trainer's TARGETS (lm)
-    state: Optional[list[float]] = None  # f_action: the state s* (one-hot/flat observation)
-    action: Optional[list[float]] = None  # f_action: the action a* (one entry for discrete actions)
+    state: list[float] | None = None  # f_action: the state s* (one-hot/flat observation)
+    action: list[float] | None = None  # f_action: the action a* (one entry for discrete actions)
 
 
 @dataclass
@@ -188,7 +189,7 @@ class PPOConfig:
     ent_coef: float = 0.0
     vf_coef: float = 0.5
     # The authors' code disabled clipping despite listing 0.5; both arms use the same value.
-    max_grad_norm: Optional[float] = None
+    max_grad_norm: float | None = None
     normalize_advantage: bool = True
     # Skip each epoch's last, smaller minibatch (the authors' filtered training does; SB3 keeps it).
     drop_last_minibatch: bool = False
@@ -238,8 +239,8 @@ class CollectionConfig:
 class LoggerConfig:
     mode: str = "offline"  # a name in run_logger.LOGGER_MODES
     project: str = "rlinfluence"
-    entity: Optional[str] = None
-    group: Optional[str] = None
+    entity: str | None = None
+    group: str | None = None
     tags: list[str] = field(default_factory=list)
     init_timeout: float = 90.0  # seconds W&B may take to start (online without network) before it is skipped
 
@@ -247,10 +248,10 @@ class LoggerConfig:
 @dataclass
 class FiguresConfig:
     data_dir: str = "paper_figures/data"
-    out_dir: Optional[str] = None  # null: paper_figures, or <runs_root>/<experiment>/figures with `experiment`
-    runs_root: Optional[str] = None  # refresh data_dir from these run dirs first
+    out_dir: str | None = None  # null: paper_figures, or <runs_root>/<experiment>/figures with `experiment`
+    runs_root: str | None = None  # refresh data_dir from these run dirs first
     # One experiment's own curves and tables, drawn from runs_root's run dirs; the paper's data is left alone.
-    experiment: Optional[str] = None
+    experiment: str | None = None
     # `<experiment>/<env>` groups whose committed runs a refresh may replace by runs made with other settings
     replace: list[str] = field(default_factory=list)
 
@@ -259,7 +260,7 @@ class FiguresConfig:
 class ReplayConfig:
     # task=replay: the committed runs to re-train, as their run dirs' paths below runs_root
     # (<experiment>/<env>/<optimizer>/<leaf>/seed<k>; shell-style wildcards match several)
-    run: Optional[str] = None
+    run: str | None = None
     rounds: int = 3  # re-train rounds 1..rounds and compare rounds 0..rounds with the committed rows
 
 
@@ -294,8 +295,8 @@ class TimelineConfig:
     over the rounds of the standard run."""
 
     rounds: list[int] = field(default_factory=list)  # empty: every round
-    state: Optional[list[float]] = None  # s*, flat; null: the env's start state (a preset may set one)
-    action: Optional[int] = None  # a*; null: the final policy's most probable action in s*
+    state: list[float] | None = None  # s*, flat; null: the env's start state (a preset may set one)
+    action: int | None = None  # a*; null: the final policy's most probable action in s*
     neighbours: int = 20  # u of the u-nearest-neighbour graph of the roughness (paper: 20-100)
     top: int = 20  # records of highest influence written per round
     phases: int = 3  # segments the (π(a*|s*), roughness) timeline is cut into
@@ -330,7 +331,8 @@ class AnalysisConfig:
 
 @dataclass
 class Config:
-    task: str = "train"  # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames | replay (run/tasks.py)
+    # train | figures | diagnose | intervene | timeline | counterfactual | bottom_frames | replay (run/tasks.py)
+    task: str = "train"
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     runs_root: str = "runs"
@@ -339,7 +341,7 @@ class Config:
     device: str = "cpu"  # cpu | cuda (cuda pays off for the image envs; everything runs on cpu)
     progress: bool = True
     env: EnvConfig = field(default_factory=EnvConfig)
-    model: Optional[ModelConfig] = None  # the policy LM of env.agent=lm (model=<name>); none for control envs
+    model: ModelConfig | None = None  # the policy LM of env.agent=lm (model=<name>); none for control envs
     method: MethodConfig = field(default_factory=MethodConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     target: TargetConfig = field(default_factory=TargetConfig)

@@ -20,14 +20,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import influence
-from rlinfluence.run.agents import AGENTS, agent_class
-from rlinfluence.config.schema import ConfigError, require_one_of
-from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, make_env
+from rlinfluence.config.schema import ConfigError, EnvConfig, require_one_of
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
+from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, make_env, space_shape
+from rlinfluence.run.agents import AGENTS, agent_class
 from rlinfluence.run.logger import LOGGER_MODES
 from rlinfluence.run.rundir import default_config
-from rlinfluence.selection import SELECTION_METHODS
 from rlinfluence.run.tasks import TRAIN, check_task, task_names
+from rlinfluence.selection import SELECTION_METHODS
 from rlinfluence.update import OPTIMIZERS, SCHEDULES
 
 
@@ -54,7 +54,7 @@ def warn(message: str) -> None:
         print(f"rlinfluence: warning: {message}", file=sys.stderr)
 
 
-def check_writable(key: str, path: str) -> None:
+def check_writable(key: str, path: str | Path) -> None:
     """`path` (a directory, made if missing) can be written: its nearest existing ancestor must be a
     writable directory. Checked before a command writes anything, so it never fails half way."""
     existing = Path(path).absolute()
@@ -112,7 +112,8 @@ def validate(cfg: DictConfig) -> None:
     require_one_of("influence.preconditioner", cfg.influence.preconditioner, influence.PRECONDITIONERS)
     require_one_of("influence.checkpoints", cfg.influence.checkpoints, influence.CHECKPOINTS)
     _require(cfg.influence.preconditioner != "adam" or cfg.optimizer.name == "adam",
-             f"influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), got optimizer={cfg.optimizer.name}")
+             "influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), "
+             f"got optimizer={cfg.optimizer.name}")
     _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
              f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
     agent_class(cfg.env.agent).check_config(cfg)  # the env, targets, models and data it can run with
@@ -142,7 +143,7 @@ def action_kind(space: gym.Space) -> str:
     return {gym.spaces.Discrete: "discrete", gym.spaces.Box: "continuous"}.get(type(space), type(space).__name__)
 
 
-def env_spaces(env_cfg: DictConfig) -> tuple[gym.Space, gym.Space]:
+def env_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """The observation and action spaces of env.id made with env.make_kwargs and env.wrappers (built, not
     stepped; once a process per setting, so a sweep builds each env once). ConfigError when it cannot be
     made as configured."""
@@ -153,8 +154,9 @@ def env_spaces(env_cfg: DictConfig) -> tuple[gym.Space, gym.Space]:
         try:
             env = make_env(env_cfg)
         except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
-            raise ConfigError(f"env.id={env_cfg.id} is not a gymnasium env this machine can make ({_first_line(error)}); "
-                              f"a third-party env is named module:Id, e.g. ale_py:PongNoFrameskip-v4") from None
+            raise ConfigError(f"env.id={env_cfg.id} is not a gymnasium env this machine can make "
+                              f"({_first_line(error)}); a third-party env is named module:Id, "
+                              "e.g. ale_py:PongNoFrameskip-v4") from None
         except Exception as error:  # noqa: BLE001 - whatever the env raises, it does not take these kwargs or wrappers
             raise ConfigError(f"env.id={env_cfg.id} does not take env={env_cfg.name}'s env.make_kwargs or "
                               f"env.wrappers={list(env_cfg.wrappers)} ({_first_line(error)}); {FIT_HINT}") from None
@@ -188,16 +190,16 @@ def check_env(cfg: DictConfig) -> None:
                           f"{FIT_HINT}") from None
 
 
-def check_action_target(env_cfg: DictConfig, state: list[float], action: list[float], key: str) -> None:
+def check_action_target(env_cfg: EnvConfig, state: list[float], action: list[float], key: str) -> None:
     """f_action's s* and a* (config keys `<key>.state`, `<key>.action`) must fit the env's spaces."""
     observations, actions = env_spaces(env_cfg)
-    size = int(np.prod(observations.shape))
+    size = int(np.prod(space_shape(observations)))
     _require(len(state) == size, f"{key}.state has {len(state)} entries, env={env_cfg.name} observes "
-                                 f"{size} (shape {tuple(observations.shape)}, listed flat)")
+                                 f"{size} (shape {space_shape(observations)}, listed flat)")
     if isinstance(actions, gym.spaces.Discrete):
         _require(len(action) == 1 and float(action[0]).is_integer() and 0 <= action[0] < actions.n,
                  f"{key}.action={list(action)} must be one action index in 0..{actions.n - 1} for env={env_cfg.name}")
     else:
-        dimensions = int(np.prod(actions.shape))
+        dimensions = int(np.prod(space_shape(actions)))
         _require(len(action) == dimensions,
                  f"{key}.action has {len(action)} entries, env={env_cfg.name}'s actions have {dimensions}")

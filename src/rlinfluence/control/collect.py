@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from rlinfluence.config.schema import CollectionConfig, EnvConfig
-from rlinfluence.envs.make import make_env, state_key_function, to_env_action
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.envs.make import make_env, space_shape, state_key_function, to_env_action
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
 
 
@@ -101,18 +101,19 @@ def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: fl
     """Step the envs with the current policy; values and log-probs are computed afterwards in one
     batched pass (same θ_k), which keeps the per-step work to the policy head alone."""
     n_envs = len(envs.envs)
-    obs_buf = np.zeros((n_steps, n_envs, *envs.observation_space.shape), envs.observation_space.dtype)
-    action_shape = () if envs.action_space.shape == () else envs.action_space.shape
+    obs_buf = np.zeros((n_steps, n_envs, *space_shape(envs.observation_space)), envs.observation_space.dtype)
+    action_shape = space_shape(envs.action_space)
     actions_buf = np.zeros((n_steps, n_envs, *action_shape), np.float32)
     rewards, dones = np.zeros((n_steps, n_envs), np.float32), np.zeros((n_steps, n_envs), np.float32)
     truncations: list[tuple[int, int, np.ndarray]] = []  # (t, env, final obs) to bootstrap from
     noise = model.action_head.draw_noise((n_steps, n_envs), generator)
-    state_keys = np.zeros((n_steps, n_envs), np.int64) if envs.state_key else None
+    state_key = envs.state_key
+    state_keys = np.zeros((n_steps, n_envs), np.int64) if state_key else None
 
     for t in range(n_steps):
         obs_buf[t] = np.stack(envs.obs)
-        if state_keys is not None:
-            state_keys[t] = [envs.state_key(env) for env in envs.envs]
+        if state_key is not None and state_keys is not None:
+            state_keys[t] = [state_key(env) for env in envs.envs]
         actions_buf[t] = model.sample_actions(obs_buf[t], noise[t])
         for i in range(n_envs):
             rewards[t, i], terminated, truncated, final_obs = envs.step(i, actions_buf[t, i])

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from rlinfluence.config.schema import EnvConfig, EvalConfig
-from rlinfluence.envs.make import make_env, to_env_action
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.envs.make import make_env, to_env_action
 from rlinfluence.seeding import child_stream, torch_generator
 
 

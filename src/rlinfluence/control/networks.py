@@ -9,7 +9,7 @@ targets, collection) works unchanged for discrete and continuous actions.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from rlinfluence.config.schema import NetworkConfig, chosen
+from rlinfluence.envs.make import space_shape
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -140,7 +141,7 @@ class ActorCritic(nn.Module):
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, net: NetworkConfig,
                  generator: torch.Generator):
         super().__init__()
-        self.features, features_dim = feature_extractor(net.kind, observation_space.shape, net.features_dim)
+        self.features, features_dim = feature_extractor(net.kind, space_shape(observation_space), net.features_dim)
         self.pi_body, pi_dim = mlp(features_dim, list(net.pi), net.activation)
         self.vf_body, vf_dim = mlp(features_dim, list(net.vf), net.activation)
         if isinstance(action_space, gym.spaces.Discrete):
@@ -159,6 +160,7 @@ class ActorCritic(nn.Module):
             for layer in module.modules():
                 if isinstance(layer, (nn.Linear, nn.Conv2d)):
                     nn.init.orthogonal_(layer.weight, gain=gain, generator=generator)
+                    assert layer.bias is not None  # every layer here is built with one
                     nn.init.zeros_(layer.bias)
 
     def policy_parameter_names(self) -> list[str]:

@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.schema import ConfigError, PPOConfig
 from rlinfluence.config.validation import check_action_target, check_env, require_one_of
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.envs.make import space_shape
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.logger import COLUMNS
@@ -63,7 +64,7 @@ class Trainer:
         self.shuffle_rng = numpy_generator(streams["shuffle"])
         self.partition_rng = numpy_generator(streams["influence_partition"])  # influence.normalization=chunk
         self.evaluator = Evaluator(cfg.env, cfg.eval, streams["eval"])
-        self.target = make_target(cfg.target, self.envs.observation_space.shape)
+        self.target = make_target(cfg.target, space_shape(self.envs.observation_space))
         self.method = make_selection(cfg)
 
     # The stages of a round (agents.Agent), each on its own so the analyses (analyses/) can rerun a
@@ -105,9 +106,9 @@ class Trainer:
     def learning_rate(self, k: int) -> float:
         return scheduled(self.cfg.optimizer.lr, self.cfg.ppo.lr_schedule, k, self.cfg.env.rounds)
 
-    def ppo_settings(self, k: int) -> DictConfig:
+    def ppo_settings(self, k: int) -> PPOConfig:
         clip_range = scheduled(self.cfg.ppo.clip_range, self.cfg.ppo.clip_range_schedule, k, self.cfg.env.rounds)
-        return OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range})
+        return cast(PPOConfig, OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range}))
 
     def attribute(self, k: int, buffer: RolloutBuffer) -> ControlInfluence:
         """IIF's scores when the method needs them; with influence.checkpoints=every_step, the paper's
@@ -132,6 +133,7 @@ class Trainer:
                            on_step=None if steps is None else steps.add_step)
         if steps is None:
             return stats
+        assert influence is not None and influence.scores is not None  # attribute() scores with the steps
         return stats | {"influence_step_spearman": rank_agreement(influence.scores, steps.scores.cpu().numpy(),
                                                                   selection.keep)}
 

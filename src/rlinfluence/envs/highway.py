@@ -91,7 +91,8 @@ class AxisAlignedLane(StraightLane):
         x, y = xy(position)
         return float(x - self.start_x), float(y - self.start_y)
 
-    def on_lane(self, position, longitudinal: float = None, lateral: float = None, margin: float = 0) -> bool:
+    def on_lane(self, position, longitudinal: float | None = None, lateral: float | None = None,
+                margin: float = 0) -> bool:
         if longitudinal is None or lateral is None:
             longitudinal, lateral = self.local_coordinates(position)
         return (abs(lateral) <= self.width / 2 + margin
@@ -230,7 +231,7 @@ class FastRoad(Road):
             gap = math.hypot(other_x - x, other_y - y) - distance
             if abs(gap) > DISTANCE_TOLERANCE:
                 return gap < 0
-            return np.linalg.norm(other.position - vehicle.position) < distance
+            return bool(np.linalg.norm(other.position - vehicle.position) < distance)
 
         def ahead(other) -> bool:
             return -2 * vehicle.LENGTH < vehicle.lane_distance_to(other)

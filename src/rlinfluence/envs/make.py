@@ -6,7 +6,8 @@ never asks which env it runs.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +21,7 @@ class OneHotObservation(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        self.n = int(env.observation_space.n)
+        self.n = int(cast(gym.spaces.Discrete, env.observation_space).n)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (self.n,), np.float32)
 
     def observation(self, observation: int) -> np.ndarray:
@@ -34,7 +35,7 @@ class ChannelFirstImage(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        h, w, c = env.observation_space.shape
+        h, w, c = cast(gym.spaces.Box, env.observation_space).shape
         self.observation_space = gym.spaces.Box(0, 255, (c, h, w), np.uint8)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
@@ -58,6 +59,7 @@ def _atari(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     settings = env_cfg.atari
+    assert settings is not None  # validation.validate refuses the atari wrapper without them
     env = AtariPreprocessing(env, noop_max=settings.noop_max, frame_skip=settings.frame_skip,
                              screen_size=settings.screen_size, terminal_on_life_loss=settings.terminal_on_life_loss,
                              grayscale_obs=True)  # one channel a frame: the stack is the CNN's channels
@@ -88,12 +90,13 @@ def make_env(env_cfg: EnvConfig) -> gym.Env:
 
 def _toy_text_state(env: gym.Env) -> int:
     """FrozenLake, CliffWalking, Taxi: the integer state the one-hot observation encodes."""
-    return int(env.unwrapped.s)
+    simulator: Any = env.unwrapped  # the toy-text env's own attributes, unknown to gym.Env
+    return int(simulator.s)
 
 
 def _minigrid_pose(env: gym.Env) -> int:
     """MiniGrid tasks whose only changing state is the agent: its cell and heading (4 directions)."""
-    base = env.unwrapped
+    base: Any = env.unwrapped  # MiniGridEnv's own attributes, unknown to gym.Env
     x, y = base.agent_pos
     return (int(x) * base.height + int(y)) * 4 + int(base.agent_dir)
 
@@ -105,11 +108,12 @@ STATE_KEYS: dict[str, Callable[[gym.Env], int]] = {
 
 
 def _set_toy_text_state(env: gym.Env, key: int) -> None:
-    env.unwrapped.s = int(key)
+    simulator: Any = env.unwrapped
+    simulator.s = int(key)
 
 
 def _set_minigrid_pose(env: gym.Env, key: int) -> None:
-    base = env.unwrapped
+    base: Any = env.unwrapped
     cell, base.agent_dir = divmod(int(key), 4)
     base.agent_pos = divmod(cell, base.height)
 
@@ -129,8 +133,15 @@ def state_key_function(env_cfg: EnvConfig) -> Callable[[gym.Env], int] | None:
     return chosen(STATE_KEYS, "env.state_key", env_cfg.state_key)
 
 
+def space_shape(space: gym.Space) -> tuple[int, ...]:
+    """A Box's or Discrete's shape (gymnasium types it optional: some other spaces have none)."""
+    assert space.shape is not None, space
+    return space.shape
+
+
 def to_env_action(action_space: gym.Space, action: np.ndarray):
     """Discrete: the index. Box: clipped to the bounds (the unclipped sample is what is recorded)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return int(action)
-    return np.clip(action, action_space.low, action_space.high)
+    box = cast(gym.spaces.Box, action_space)
+    return np.clip(action, box.low, box.high)

@@ -38,10 +38,12 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import cast
 
 from rlinfluence.config.paths import CONFIG_DIR, REPO_ROOT
 from rlinfluence.run.provenance import describe_code_version
@@ -78,6 +80,7 @@ def expand_sweep(params: Mapping[str, object] | None, overrides: Sequence[str]) 
     for key in order:
         ov = final[key]
         if not ov.is_sweep_override():
+            assert ov.input_line is not None  # parsed from a line
             values = [ov.input_line]
         elif ov.is_hydra_override():
             raise ValueError(f"sweeping over Hydra's own configuration is not supported: {ov.input_line!r}")
@@ -102,7 +105,7 @@ class Run:
         return f"{text}  # {self.run_dir}" if self.run_dir is not None else text
 
     @classmethod
-    def parse(cls, line: str) -> "Run":
+    def parse(cls, line: str) -> Run:
         overrides = shlex.split(line, comments=True)
         # The comment starts at the first '#' (after a blank) outside quotes: the first
         # cut whose left part parses to the same words.
@@ -142,7 +145,7 @@ class Manifest:
         tmp.replace(path)
 
     @classmethod
-    def parse(cls, text: str) -> "Manifest":
+    def parse(cls, text: str) -> Manifest:
         """``# key: value`` comments before the first run form the header; other comments
         and blank lines are skipped; every other line is a run, counted from 0 (the same
         rule as sbatch/run_array.sbatch)."""
@@ -159,7 +162,7 @@ class Manifest:
         return cls(runs, header)
 
     @classmethod
-    def read(cls, path: Path) -> "Manifest":
+    def read(cls, path: Path) -> Manifest:
         return cls.parse(Path(path).read_text())
 
 
@@ -172,17 +175,16 @@ class Composer:
     def __init__(self, config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CONFIG_NAME):
         self.config_dir = Path(config_dir).resolve()
         self.config_name = config_name
-        self._context = None
+        self._initialized = ExitStack()  # Hydra initialized with config_dir while the composer is in use
 
-    def __enter__(self) -> "Composer":
+    def __enter__(self) -> Composer:
         from hydra import initialize_config_dir
 
-        self._context = initialize_config_dir(config_dir=str(self.config_dir), version_base="1.3")
-        self._context.__enter__()
+        self._initialized.enter_context(initialize_config_dir(config_dir=str(self.config_dir), version_base="1.3"))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._context.__exit__(*exc)
+        self._initialized.__exit__(*exc)
 
     def compose(self, overrides: Sequence[str], multirun: bool = False):
         """The full config (``hydra`` node included); HydraConfig is set to it for runs."""
@@ -190,7 +192,9 @@ class Composer:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
-        cfg = GlobalHydra.instance().hydra.compose_config(
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None, "compose inside `with Composer(...)`"
+        cfg = hydra.compose_config(
             config_name=self.config_name,
             overrides=list(overrides),
             run_mode=RunMode.MULTIRUN if multirun else RunMode.RUN,
@@ -205,7 +209,7 @@ class Composer:
         from omegaconf import OmegaConf
 
         params = OmegaConf.select(self.compose(overrides, multirun=True), "hydra.sweeper.params")
-        return dict(OmegaConf.to_container(params)) if params is not None else {}
+        return cast(dict[str, object], OmegaConf.to_container(params)) if params is not None else {}
 
     def run_dir(self, overrides: Sequence[str]) -> Path:
         from rlinfluence.run.rundir import run_dir
@@ -254,7 +258,7 @@ def make_manifest(overrides: Sequence[str], config_dir: Path = DEFAULT_CONFIG_DI
 
     header = {
         "commit": describe_code_version(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command or shlex.join(["rlinfluence-manifest", "make", *overrides]),
         "workdir": os.getcwd(),
         "runs": str(len(runs)),

@@ -11,13 +11,23 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, cast
 
 from rlinfluence.launch import manifest as manifest_files
-from rlinfluence.launch.manifest import (CONFIG_NAME, DEFAULT_CONFIG_DIR, DEFAULT_SCRIPT, ArrayChunk, Composer, Manifest,
-                                         make_manifest, resolve_run_dirs, split_into_arrays)
+from rlinfluence.launch.manifest import (
+    CONFIG_NAME,
+    DEFAULT_CONFIG_DIR,
+    DEFAULT_SCRIPT,
+    ArrayChunk,
+    Composer,
+    Manifest,
+    make_manifest,
+    resolve_run_dirs,
+    split_into_arrays,
+)
 from rlinfluence.run.provenance import describe_code_version
 from rlinfluence.run.rundir import is_done
 
@@ -65,7 +75,7 @@ def sbatch_options(config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CON
 
     with Composer(config_dir, config_name) as composer:
         cfg = composer.compose(["launcher=slurm", *overrides])
-    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    launcher = cast(dict[str, Any], OmegaConf.to_container(cfg.hydra.launcher, resolve=True))
     flags = {"partition": "partition", "account": "account", "qos": "qos", "constraint": "constraint",
              "exclude": "exclude", "gres": "gres", "cpus_per_task": "cpus-per-task",
              "gpus_per_node": "gpus-per-node", "mem_per_cpu": "mem-per-cpu"}
@@ -93,10 +103,9 @@ def progress(manifest_path: Path, manifest: Manifest, workdir: Path,
     """Which runs are finished, queued/running, or still to do. Lines without a recorded
     run dir (written by hand) are composed to find it."""
     missing = [i for i, run in enumerate(manifest.runs) if run.run_dir is None]
-    dirs = [run.run_dir for run in manifest.runs]
-    if missing:
-        for i, d in zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir)):
-            dirs[i] = d
+    composed = dict(zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir))) \
+        if missing else {}
+    dirs = [composed[i] if run.run_dir is None else run.run_dir for i, run in enumerate(manifest.runs)]
     done = [i for i, d in enumerate(dirs) if is_done(workdir / d)]
     queued = {i: state for i, state in queued_runs(manifest_path).items() if i < len(dirs) and i not in done}
     todo = [i for i in range(len(dirs)) if i not in done and i not in queued]

@@ -7,8 +7,9 @@ into the same one-line error (`load`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from rlinfluence.config.schema import ConfigError
 

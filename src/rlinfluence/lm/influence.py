@@ -15,8 +15,9 @@ per-record gradient. `reference_scores` is the explicit per-record autograd loop
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -25,8 +26,10 @@ from rlinfluence.lm.policy import Policy
 from rlinfluence.lm.ppo import masked_mean, record_losses
 from rlinfluence.lm.rollout import Sequences
 
+
 def _sequence_loss(logprobs: torch.Tensor, val: Sequences) -> torch.Tensor:
     """−f_seq: each response's summed log-probability times its last token's advantage."""
+    assert val.advantages is not None, "annotate the val responses first"
     last = val.mask.shape[1] - 1 - val.mask.flip(1).argmax(1)
     last_advantage = val.advantages[torch.arange(len(val)), last]
     return -((logprobs * val.mask).sum(1) * last_advantage).mean()
@@ -34,6 +37,7 @@ def _sequence_loss(logprobs: torch.Tensor, val: Sequences) -> torch.Tensor:
 
 def _return_loss(logprobs: torch.Tensor, val: Sequences) -> torch.Tensor:
     """−f_return: the masked token mean of Â_t · log π_t."""
+    assert val.advantages is not None, "annotate the val responses first"
     return -masked_mean(val.advantages * logprobs, val.mask)
 
 
@@ -118,7 +122,7 @@ def sequence_scores(policy: Policy, batch: Sequences, direction: list[torch.Tens
 def reference_scores(policy: Policy, batch: Sequences, direction: list[torch.Tensor],
                      loss_fn: Callable[[Policy, Sequences], torch.Tensor]) -> torch.Tensor:
     """The same scores from one explicit autograd gradient per record (slow; the tests' reference)."""
-    scores = []
+    scores: list[Any] = []  # 0-d tensors, which sum() types as possibly its start, the int 0
     for i in range(len(batch)):
         loss = loss_fn(policy, batch.rows(torch.tensor([i], device=batch.input_ids.device))).sum()
         grads = torch.autograd.grad(loss, policy.lora_parameters())

@@ -7,8 +7,9 @@ then a record's loss is a deterministic function of the weights, which the influ
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
+from typing import cast
 
 import torch
 from torch import nn
@@ -57,7 +58,7 @@ class Policy(nn.Module):
             self.value_head = nn.Linear(hidden, 1, dtype=self.lm.dtype)
         self.eval()
 
-    def train(self, mode: bool = True) -> "Policy":
+    def train(self, mode: bool = True) -> Policy:
         return super().train(False)  # always eval mode (module docstring)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,14 +79,15 @@ class Policy(nn.Module):
         """(lora_A, lora_B) of every adapted projection: the parameters influence is taken on."""
         from peft.tuners.lora import LoraLayer
 
-        return [(layer.lora_A["default"], layer.lora_B["default"])
+        return [(cast(nn.Linear, layer.lora_A["default"]), cast(nn.Linear, layer.lora_B["default"]))
                 for layer in self.lm.modules() if isinstance(layer, LoraLayer)]
 
-    def lora_parameters(self) -> list[nn.Parameter]:
+    def lora_parameters(self) -> list[torch.Tensor]:
         return [weight for pair in self.lora_pairs() for weight in (pair[0].weight, pair[1].weight)]
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """LoRA and value-head weights only: the base model never changes (and a 2.7B copy per checkpoint would not fit)."""
+        """LoRA and value-head weights only: the base model never changes (and a 2.7B copy per checkpoint
+        would not fit)."""
         return {name: p.detach().cpu().clone() for name, p in self.named_parameters() if p.requires_grad}
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:

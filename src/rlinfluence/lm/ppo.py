@@ -80,6 +80,8 @@ def record_losses(logprobs: torch.Tensor, values: torch.Tensor, batch: Sequences
     clipped surrogate −min(ρÂ, clip(ρ)Â) and of ½·max((V − R)², (clip(V) − R)²). The update and the
     influence computation both call this, so they cannot drift apart (at θ_k, ρ = 1 and nothing clips)."""
     mask = batch.mask
+    assert batch.logprobs is not None and batch.values is not None and batch.advantages is not None \
+        and batch.returns is not None, "annotate the batch first"
     ratio = torch.exp(logprobs - batch.logprobs)
     surrogate = torch.minimum(ratio * batch.advantages,
                               torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * batch.advantages)

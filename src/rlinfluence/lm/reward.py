@@ -8,7 +8,7 @@ in [-1, 1], 1 exactly when every word is kind; toxicity = sigmoid(4·toxic − 2
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -36,7 +36,8 @@ class Classifier:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.tokenizer = hub.load(key, name, hub.MODEL, AutoTokenizer.from_pretrained)
-        self.model = hub.load(key, name, hub.MODEL, AutoModelForSequenceClassification.from_pretrained).to(device).eval()
+        model = hub.load(key, name, hub.MODEL, AutoModelForSequenceClassification.from_pretrained)
+        self.model = model.to(device).eval()
         self.column, self.device, self.batch = column, device, batch
 
     @torch.no_grad()

@@ -9,6 +9,7 @@ quantities live on the L-1 "next-token" positions j (the model at j predicts tok
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,9 +35,10 @@ class Sequences:
         return self.input_ids.shape[0]
 
     def mean_kl(self) -> float:
+        assert self.kl is not None, "annotate the sequences first"
         return float(self.kl.mean())
 
-    def rows(self, ids: torch.Tensor) -> "Sequences":
+    def rows(self, ids: torch.Tensor) -> Sequences:
         """The records `ids`, cut to their longest sequence."""
         length = int(self.attention_mask[ids].sum(1).max())
 
@@ -45,7 +47,8 @@ class Sequences:
                 return None if tensor is None else tensor[ids]
             return tensor[ids, : length if name in TOKEN_FIELDS else length - 1]
 
-        return Sequences(**{f.name: take(f.name, getattr(self, f.name)) for f in fields(self)})
+        tensors: dict[str, Any] = {f.name: take(f.name, getattr(self, f.name)) for f in fields(self)}
+        return Sequences(**tensors)
 
 
 TOKEN_FIELDS = ("input_ids", "attention_mask")  # width L; every other per-token field has width L-1

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +135,7 @@ def _build(assets: TinyAssets, cfg) -> None:
     tokenizer.save_pretrained(assets.tokenizer)
 
     eos = tokenizer.convert_tokens_to_ids(EOS)
+    assert isinstance(eos, int)  # one token, one id
     config = GPTNeoConfig(vocab_size=len(tokenizer), max_position_embeddings=64, hidden_size=cfg.hidden_size,
                           num_layers=cfg.layers, attention_types=[[["global"], cfg.layers]], num_heads=cfg.heads,
                           intermediate_size=4 * cfg.hidden_size, window_size=32, bos_token_id=eos, eos_token_id=eos,

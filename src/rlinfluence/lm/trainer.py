@@ -23,12 +23,19 @@ import torch
 from omegaconf import DictConfig
 
 from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.validation import require_one_of
 from rlinfluence.lm import hub
 from rlinfluence.lm.evaluation import ToxicityEvaluator
 from rlinfluence.lm.influence import TARGET_LOSSES, record_loss_fn, sequence_scores, target_gradient
 from rlinfluence.lm.policy import DTYPES, Policy, load_tokenizer
-from rlinfluence.lm.ppo import (AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, sequence_kl,
-                                token_gae)
+from rlinfluence.lm.ppo import (
+    AdaptiveKLController,
+    masked_whiten,
+    penalized_rewards,
+    ppo_update,
+    sequence_kl,
+    token_gae,
+)
 from rlinfluence.lm.prompts import TINY, load_prompts
 from rlinfluence.lm.reward import make_reward, make_toxicity
 from rlinfluence.lm.rollout import Sequences, generate, pack
@@ -36,7 +43,6 @@ from rlinfluence.run.logger import COLUMNS, LM_COLUMNS
 from rlinfluence.seeding import child_stream, numpy_generator, round_seed, spawn_streams, torch_generator
 from rlinfluence.selection import AUTO, Influence, Selection, make_selection
 from rlinfluence.update import make_optimizer
-from rlinfluence.config.validation import require_one_of
 
 
 class LMTrainer:

@@ -30,6 +30,9 @@ class Agent(Protocol[R]):
     method: SelectionMethod  # method.name's selection, which the loop applies to its records
     selection_rng: np.random.Generator
 
+    def __init__(self, cfg: DictConfig) -> None:
+        """Build the run's model, optimizer, envs and RNGs from its (validated) config."""
+
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
         """Raise ConfigError (one line naming the key) on settings this agent cannot run with."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 # Python's own handlers: only these are replaced. A launcher that handles a signal itself (submitit
 # turns SIGTERM into a no-op and requeues on SIGUSR2) keeps its handler.
@@ -46,7 +46,7 @@ class StopSignals:
             raise Interrupted(signum)
 
     @contextmanager
-    def installed(self) -> Iterator["StopSignals"]:
+    def installed(self) -> Iterator[StopSignals]:
         replaced = {}
         if threading.current_thread() is threading.main_thread():  # Python delivers signals to the main thread only
             for signum, default in PYTHON_DEFAULTS.items():

@@ -11,9 +11,9 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.config.schema import OptimizerConfig
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import SUMMARY
-from rlinfluence.config.schema import OptimizerConfig
 from rlinfluence.run.loop import Resume, read_resume, reset_run, train
 
 

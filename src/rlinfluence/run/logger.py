@@ -12,7 +12,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -72,7 +72,7 @@ class WandbMirror:
                 tags=list(cfg.logger.tags), mode=cfg.logger.mode, dir=str(run_dir),
                 # The same run dir always maps to the same W&B run id, so a resumed run continues it.
                 id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16], resume="allow",
-                config=OmegaConf.to_container(cfg, resolve=True), reinit="finish_previous",
+                config=cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)), reinit="finish_previous",
                 settings=wandb.Settings(init_timeout=cfg.logger.init_timeout),
             )
         except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training

@@ -16,8 +16,15 @@ from tqdm import tqdm
 
 from rlinfluence.round import initial_row, run_round
 from rlinfluence.run.agents import Agent, make_agent
-from rlinfluence.run.checkpoint import (METRICS, SNAPSHOTS, SUMMARY, load_checkpoint, save_checkpoint, save_snapshot,
-                                        write_json)
+from rlinfluence.run.checkpoint import (
+    METRICS,
+    SNAPSHOTS,
+    SUMMARY,
+    load_checkpoint,
+    save_checkpoint,
+    save_snapshot,
+    write_json,
+)
 from rlinfluence.run.interrupts import Interrupted, RunInterrupted, StopSignals
 from rlinfluence.run.logger import RunLogger, rows_to_resume
 from rlinfluence.run.provenance import merged_provenance, provenance

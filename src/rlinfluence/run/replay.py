@@ -21,19 +21,19 @@ import json
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.run import rundir
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.regenerate import in_repo
 from rlinfluence.figures.runs import RUN_KEY, load_tidy
 from rlinfluence.launch.manifest import expand_sweep
+from rlinfluence.run import rundir
 from rlinfluence.run.loop import Resume, train
 from rlinfluence.run.tasks import register
 
@@ -79,7 +79,8 @@ def overlay_jobs(experiment: str) -> list[list[str]]:
     for overlay in GlobalHydra.instance().config_loader().get_group_options("experiment"):
         cfg = compose("config", overrides=[f"+experiment={overlay}"], return_hydra_config=True)
         if cfg.experiment_name == experiment:
-            params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
+            params = cast(dict[str, Any], OmegaConf.to_container(cfg.hydra.sweeper.params)) \
+                if cfg.hydra.sweeper.params else {}
             jobs += expand_sweep(params, [f"+experiment={overlay}"])
     return jobs
 

@@ -19,17 +19,18 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.run.checkpoint import CHECKPOINT, METRICS, SUMMARY, RESTART, RunDirError, unreadable, write_json
-from rlinfluence.config.schema import ConfigError
 from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.envs.ids import simulator_id
+from rlinfluence.run.checkpoint import CHECKPOINT, METRICS, RESTART, SUMMARY, RunDirError, unreadable, write_json
 from rlinfluence.selection import SELECTION_METHODS
 
 DONE = "DONE"
@@ -67,7 +68,8 @@ def run_leaf(cfg: DictConfig) -> str:
     """The run's folder name above seed<k>: the method's tag, the protocol's unless it is clean, and the
     hash of the other non-default settings when there are any."""
     protocol, changed = protocol_tag(cfg), config_hash(cfg)
-    return "-".join([method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else []) + ([changed] if changed else []))
+    return "-".join([method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else [])
+                    + ([changed] if changed else []))
 
 
 def relative_run_dir(cfg: DictConfig) -> Path:
@@ -156,8 +158,8 @@ def compose_config(overrides: list[str]) -> DictConfig:
 
 
 def _search_path() -> str:
-    hydra = GlobalHydra.instance()
-    return str(hydra.hydra.config_loader.get_search_path()) if hydra.is_initialized() else CONFIG_DIR
+    hydra = GlobalHydra.instance().hydra  # None: not initialized
+    return str(hydra.config_loader.get_search_path()) if hydra is not None else CONFIG_DIR
 
 
 # Composed once per search path (the cache key) and overrides: a sweep composes each env/optimizer/method once.

@@ -7,7 +7,8 @@ ConfigError on settings it cannot run with; `validate` calls it before anything 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
