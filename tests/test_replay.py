@@ -69,7 +69,7 @@ def test_every_committed_run_is_still_the_run_its_overlay_makes():
     runs = committed_runs(tidy)
     with composing():
         made = [overrides_of(run, settings) for _, run in runs.iterrows()]  # ConfigError for a run none makes
-    assert len(made) == len(runs) > 800
+    assert len(made) == len(runs) and all(made)
 
 
 @pytest.mark.long
