@@ -21,7 +21,9 @@ from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
 from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
-from rlinfluence.figures.section4 import FRAMES_ROUND, documented_identities, iif_p  # noqa: E402
+from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
+from rlinfluence.figures.arms import iif_p  # noqa: E402
+from rlinfluence.figures.bottom_frames import FRAMES_ROUND  # noqa: E402
 
 # Small enough for a 2-round run in about a second, large enough for several minibatches.
 TINY = ["env.n_steps=64", "ppo.batch_size=32", "env.rounds=2", "eval.episodes=2", "eval.n_parallel=2",
