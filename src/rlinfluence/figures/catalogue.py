@@ -158,7 +158,7 @@ RUN_OUTPUTS: tuple[Output, ...] = (
            "IIF with p = auto (alone and with the entropy guard) beside IIF at each p of the p ablation (Table 2), "
            "on Table 2's seeds, each against Table 2's standard PPO run of the same seed, our protocol. "
            + ROBUST_NOTE,
-           Runs("robust", AUTO_VS_P_ARMS, seeds_needed=3), protocol_table),
+           Runs("robust", AUTO_VS_P_ARMS), protocol_table),
     Output("robust_curves", "Robust IIF: curves",
            "Plain IIF at the paper's p, the robust variants and standard PPO, our protocol. " + CURVES_NOTE,
            ROBUST_RUNS, learning_curves),

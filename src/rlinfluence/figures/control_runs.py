@@ -94,8 +94,9 @@ class ArmRuns:
 @dataclass(frozen=True)
 class Runs(ArmRuns, RestrictableByEnvs):
     """The runs `rlinfluence -m +experiment=<overlay>` makes: the `arms` in each env the overlay sweeps, under
-    each of its protocols, with as many seeds as it launches. An output that needs less, or other envs or
-    protocols of the same experiment, says so; its command is still the overlay's."""
+    each of its protocols, with as many seeds as it (and the overlay of each arm shared from elsewhere)
+    launches. An output that needs less, or other envs or protocols of the same experiment, says so; its
+    command is still the overlays'."""
 
     overlay: str
     arms: tuple[Arm, ...]
@@ -108,6 +109,11 @@ class Runs(ArmRuns, RestrictableByEnvs):
     @property
     def launched(self) -> Overlay:
         return overlay(self.overlay)
+
+    @property
+    def overlays(self) -> tuple[str, ...]:
+        """The output's overlay, then those of arms shared from other overlays."""
+        return tuple(dict.fromkeys([self.overlay, *(arm.overlay for arm in self.arms if arm.overlay)]))
 
     @property
     def experiment(self) -> str:
@@ -123,7 +129,7 @@ class Runs(ArmRuns, RestrictableByEnvs):
 
     @property
     def seeds(self) -> int:
-        return self.seeds_needed or self.launched.seeds
+        return self.seeds_needed or min(overlay(name).seeds for name in self.overlays)
 
     @property
     def command(self) -> str:
@@ -136,5 +142,4 @@ class Runs(ArmRuns, RestrictableByEnvs):
         return self._command(f" env={env}{evaluation}")
 
     def _command(self, overrides: str) -> str:
-        overlays = dict.fromkeys([self.overlay, *(arm.overlay for arm in self.arms if arm.overlay)])
-        return " && ".join(f"rlinfluence -m +experiment={name}{overrides}" for name in overlays)
+        return " && ".join(f"rlinfluence -m +experiment={name}{overrides}" for name in self.overlays)
