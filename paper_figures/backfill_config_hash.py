@@ -2,7 +2,7 @@
 the committed analyses made before analyses carried an identity theirs.
 
 The run dirs behind those rows are gone, but each row names what made it: the experiment overlay, env,
-method tag, protocol and seed; its evaluation is the committed runs' (`outputs.CPU_EVALUATION`,
+method tag, protocol and seed; its evaluation is the committed runs' (`control_runs.CPU_EVALUATION`,
 reproduce_cpu.sh). Each run's command is composed from those, exactly as `rlinfluence` composes a fresh
 run of it, and its `config_hash` taken as the run dir's (rundir.config_hash). The script first
 recomputes the hash of every committed run that carries one and stops unless all of them come out
@@ -12,7 +12,7 @@ their hash, so their env's runs would no longer share one.
 
 Each committed analysis CSV (data/analyses/<analysis>/<env>-seed<k>[<variant>].csv) was made by the command
 its figure documents (reproduce_section4.sh, reproduce_beyond.sh): it gets that command's identity in the
-.json beside it (section4.documented_identities), after a check that its rows are that command's (its env,
+.json beside it (analysis_data.documented_identities), after a check that its rows are that command's (its env,
 seed and rounds).
 
     python paper_figures/backfill_config_hash.py          # check, fill, write
@@ -29,14 +29,14 @@ from pathlib import Path
 import pandas as pd
 from hydra import compose, initialize_config_dir
 
-from rlinfluence import rundir
+from rlinfluence.run import rundir
 from rlinfluence.analyses.standard_run import analysis_identity
 from rlinfluence.figures import catalogue, runs
-from rlinfluence.figures.committed import Refresh
 from rlinfluence.figures.gather import identity_path
-from rlinfluence.figures.outputs import CPU_EVALUATION
-from rlinfluence.figures.section4 import documented_identities
-from rlinfluence.paths import CONFIG_DIR
+from rlinfluence.figures.analysis_data import documented_identities
+from rlinfluence.figures.control_runs import CPU_EVALUATION
+from rlinfluence.figures.committed import Refresh
+from rlinfluence.config.paths import CONFIG_DIR
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SWITCHES = {name: key for key, _, name in rundir.PROTOCOL_SWITCHES}

@@ -27,8 +27,11 @@ from rlinfluence.config.schema import ConfigError  # noqa: E402
 from rlinfluence.config.validation import validate  # noqa: E402
 from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
-from rlinfluence.figures.section4 import FRAMES_ROUND, documented_identities, iif_p  # noqa: E402
+from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
+from rlinfluence.figures.arms import iif_p  # noqa: E402
+from rlinfluence.figures.bottom_frames import FRAMES_ROUND  # noqa: E402
 from rlinfluence.run.checkpoint import METRICS  # noqa: E402
+
 
 
 def compose_config(overrides: list[str], return_hydra_config: bool = False):

@@ -21,7 +21,10 @@ from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.counterfactual import removal_correlations
-from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4, AnalysisData, iif_p
+from rlinfluence.figures.analysis_data import AnalysisData
+from rlinfluence.figures.arms import iif_p
+from rlinfluence.figures.requirements import FigureData
+from rlinfluence.figures.section4 import OUTPUTS as SECTION4
 from rlinfluence.run.rundir import run_dir
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
@@ -106,10 +109,9 @@ def test_an_intervention_p_out_of_range_is_refused_before_anything_is_written(tm
 def test_outputs_read_the_intervention_rows_of_their_own_p_only(tmp_path):
     write_analyses(tmp_path / "data")  # <env>-seed<k>.csv without a p column, <env>-seed<k>-p<p>.csv with one
     outputs = {o.name: o for o in SECTION4}
-    tidy = pd.DataFrame()
-    tidy.attrs[DATA_DIR] = str(tmp_path / "data")
-    paper_rows = outputs["intervention_summary"].runs.select(tidy)
-    at_p = outputs["intervention_at_iif_p"].runs.select(tidy)
+    data = FigureData(pd.DataFrame(), tmp_path / "data")
+    paper_rows = outputs["intervention_summary"].runs.select(data)
+    at_p = outputs["intervention_at_iif_p"].runs.select(data)
     assert len(paper_rows) == len(at_p) == 4 * 3 * 5 * 3
     assert "p" not in paper_rows and (at_p["p"] == at_p["env"].map(iif_p)).all()
     at_p_table = outputs["intervention_at_iif_p"].build(outputs["intervention_at_iif_p"], at_p)

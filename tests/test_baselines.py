@@ -10,10 +10,10 @@ import torch
 
 from conftest import compose_config, config_refusal
 from rlinfluence.config.schema import ConfigError
+from rlinfluence.figures.arms import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
 from rlinfluence.config.validation import validate
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.networks import ActorCritic
-from rlinfluence.figures.outputs import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
 from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
 from rlinfluence.run.rundir import method_tag
 from rlinfluence.selection import (

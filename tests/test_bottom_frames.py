@@ -13,7 +13,8 @@ from rlinfluence.analyses.bottom_frames import read_frames
 from rlinfluence.cli import run_task
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.render import FIGURE_SUFFIXES, save_figure
-from rlinfluence.figures.section4 import DATA_DIR, OUTPUTS as SECTION4
+from rlinfluence.figures.requirements import FigureData
+from rlinfluence.figures.section4 import OUTPUTS as SECTION4
 
 FIG9 = next(output for output in SECTION4 if output.name == "fig9_bottom_frames_pong")
 
@@ -42,10 +43,9 @@ def test_bottom_frames_are_the_rounds_most_negative_records_with_their_observati
 
 
 def test_fig9_is_drawn_from_the_committed_pong_frames_byte_for_byte(tmp_path):
-    tidy = pd.DataFrame()
-    tidy.attrs[DATA_DIR] = REPO_ROOT / "paper_figures" / "data"
-    assert not FIG9.runs.shortfalls(tidy)
-    rows = FIG9.runs.select(tidy)
+    data = FigureData(pd.DataFrame(), REPO_ROOT / "paper_figures" / "data")
+    assert not FIG9.runs.shortfalls(data)
+    rows = FIG9.runs.select(data)
     assert len(rows) == 10 and (rows["influence"] < 0).all() and rows["influence"].is_monotonic_increasing
     assert all(frames.shape == (4, 84, 84) and frames.dtype == np.uint8 for frames in rows["obs"])
     for again in ("a", "b"):

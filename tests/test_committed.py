@@ -23,7 +23,8 @@ from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
 from rlinfluence.figures.runs import read_tidy_csv
-from rlinfluence.figures.section4 import DATA_DIR, documented_identities
+from rlinfluence.figures.analysis_data import documented_identities
+from rlinfluence.figures.requirements import FigureData
 
 COMMITTED = REPO_ROOT / "paper_figures"
 PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episodes=10", "seed=0", "method=iif"]
@@ -147,14 +148,13 @@ def test_a_timeline_run_from_the_repo_root_leaves_the_committed_fig10_data_untou
 
 def test_a_figure_never_draws_from_an_analysis_made_with_other_settings(timeline_runs, data_copy):
     fig10 = next(output for output in OUTPUTS if output.name == "fig10_timeline_acrobot").runs
-    tidy = pd.DataFrame()
-    tidy.attrs[DATA_DIR] = data_copy
-    assert fig10.shortfalls(tidy) == {}  # the committed analysis is the one Fig. 10 documents
+    data = FigureData(pd.DataFrame(), data_copy)
+    assert fig10.shortfalls(data) == {}  # the committed analysis is the one Fig. 10 documents
     refresh = refresh_from_runs(timeline_runs, data_copy, {"analyses/timeline/acrobot"})
     [line] = refresh.replaced
     assert line.startswith(f"{data_copy / 'analyses' / 'timeline' / 'acrobot-seed0.csv'} (config_hash ")
     refresh.write()
-    [shortfall] = fig10.shortfalls(tidy).values()
+    [shortfall] = fig10.shortfalls(data).values()
     assert shortfall.startswith("analyses/timeline/acrobot: needs 1 seeds, has 0; not drawn, made with other settings "
                                 "than its command: acrobot-seed0.csv: analysis.timeline.neighbours=5, this has "
                                 "analysis.timeline.neighbours=20 (")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from rlinfluence.figures.catalogue import RUN_OUTPUTS
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.config.validation import validate
-from rlinfluence.figures.outputs import OUTPUTS
 from rlinfluence.launch.manifest import expand_sweep
 from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
 
@@ -127,15 +127,15 @@ def writers(jobs, experiment: str) -> list[str]:
     return [overlay for overlay in jobs if EXPERIMENT_NAME.get(overlay, overlay) == experiment]
 
 
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: o.name)
+@pytest.mark.parametrize("output", RUN_OUTPUTS, ids=lambda o: o.name)
 def test_every_figure_finds_its_runs_in_an_overlay(jobs, output):
     """The figure code names an experiment per arm and the (env, method tag and protocol, seed) runs it
     reads, as their summaries name them; the overlays writing to that experiment launch them all, and
     the one the figure names is among them."""
-    assert (output.runs.overlay or output.runs.experiment) in writers(jobs, output.runs.experiment)
+    assert output.runs.overlay in writers(jobs, output.runs.experiment)
     for arm in output.runs.arms:
         launched = {(c.env.name, method_tag(c.method) + ("" if protocol_tag(c) == "clean" else f"-{protocol_tag(c)}"),
-                     c.seed) for overlay in writers(jobs, arm.experiment or output.runs.experiment)
+                     c.seed) for overlay in writers(jobs, output.runs.experiment_of(arm))
                     for c in jobs[overlay]}
         needed = {(env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
                   for env in output.runs.envs for protocol in output.runs.protocols

@@ -8,14 +8,17 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import write_analyses, write_authors_runs, write_lm_runs
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.control.evaluation import is_eval_round
-from rlinfluence.figures import catalogue, main_from_config, paper, regenerate, tidy_from_runs
-from rlinfluence.figures.outputs import OUTPUTS, _pm_over_seeds
+from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
+from rlinfluence.figures import catalogue
+from rlinfluence.figures.catalogue import RUN_OUTPUTS as OUTPUTS
+from rlinfluence.figures.formatting import pm_over_seeds
+from rlinfluence.figures.requirements import FigureData
+from conftest import write_analyses, write_authors_runs, write_lm_runs
 from rlinfluence.figures.regenerate import refresh_from_runs
 from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, scan_runs
-from rlinfluence.run.checkpoint import RunDirError
 
 # Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
 # standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,
@@ -65,7 +68,7 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
 
 
 def write_every_needed_run(root: Path) -> None:
-    needed = {(arm.experiment or o.runs.experiment, env, arm.tag_for(env), seed, protocol)
+    needed = {(o.runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
               for o in OUTPUTS for env in o.runs.envs for arm in o.runs.arms for seed in range(o.runs.seeds)
               for protocol in o.runs.protocols}
     for experiment, env, tag, seed, protocol in sorted(needed):
@@ -132,7 +135,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
     main_runs = {(env, arm.tag_for(env), protocol, seed) for o in OUTPUTS
-                 for env in o.runs.envs for arm in o.runs.arms if (arm.experiment or o.runs.experiment) == "main"
+                 for env in o.runs.envs for arm in o.runs.arms if o.runs.experiment_of(arm) == "main"
                  for protocol in o.runs.protocols for seed in range(o.runs.seeds)}
     assert len(main) == len(main_runs) * 5  # runs × rounds (0..4)
     assert main.groupby(["env", "method_tag", "protocol", "seed"]).size().eq(5).all()
@@ -229,12 +232,15 @@ def test_a_growing_study_uses_every_common_seed_and_the_paper_figures_their_coun
     grown = pd.concat([tidy, extra], ignore_index=True)
     protocol = next(o for o in OUTPUTS if o.name == "protocol_comparison").runs
     fig6b = next(o for o in OUTPUTS if o.name == "fig6b_efficiency").runs
+    grown = FigureData(grown, made[1])
     assert sorted(protocol.select(grown).query("env == 'acrobot'")["seed"].unique()) == [0, 1, 2, 3, 4, 11]
     assert sorted(fig6b.select(grown).query("env == 'acrobot'")["seed"].unique()) == [0, 1, 2, 3, 4]
 
 
 def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():
-    from rlinfluence.figures.outputs import COLLAPSE, IIF, STANDARD, Runs, collapse_table
+    from rlinfluence.figures.arms import IIF, STANDARD
+    from rlinfluence.figures.collapse import COLLAPSE, collapse_table
+    from rlinfluence.figures.control_runs import Runs
 
     def run(seed, arm, curve):
         return pd.DataFrame({"env": "acrobot", "seed": seed, "arm": arm, "protocol": "clean",
@@ -244,7 +250,8 @@ def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():
     fine = [-500.0, -400.0, -140.0] + [-100.0] * 19
     rows = pd.concat([run(0, IIF.label, stuck), run(1, IIF.label, fine), run(2, IIF.label, stuck),
                       run(0, STANDARD.label, fine), run(1, STANDARD.label, fine), run(2, STANDARD.label, fine)])
-    output = OUTPUTS[0].__class__("x", "x", "x", Runs("main", ("acrobot",), (IIF, STANDARD), seeds=3), collapse_table)
+    runs = Runs("main", (IIF, STANDARD), envs_needed=("acrobot",), seeds_needed=3)
+    output = OUTPUTS[0].__class__("x", "x", "x", runs, collapse_table)
     result = collapse_table(output, rows).set_index("Arm")
     assert result.loc["IIF", "Failed / seeds"] == "2 / 3" and result.loc["IIF", "Failed seeds"] == "0, 2"
     assert result.loc["IIF", "Rate [95 % Wilson CI]"] == "67 % [21, 94]"
@@ -293,7 +300,7 @@ def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
     one_seed_short = tidy[~((tidy["experiment"] == "main") & (tidy["env"] == "highway")
                            & (tidy["method_tag"] == "random-p50") & (tidy["seed"] == 4))]
     fig6a = next(o for o in OUTPUTS if o.name == "fig6a_learning_curves")
-    shortfalls = fig6a.runs.shortfalls(one_seed_short)
+    shortfalls = fig6a.runs.shortfalls(FigureData(one_seed_short, made[1]))
     assert list(shortfalls) == ["highway"]
     assert "main/highway" in shortfalls["highway"]
     assert "has 4 in common" in shortfalls["highway"] and "random-p50 4" in shortfalls["highway"]
@@ -434,9 +441,9 @@ def test_two_runs_claiming_the_same_seed_are_an_error(tmp_path):
 
 def test_a_summary_over_seeds_says_how_many_seeds_have_no_value():
     # e.g. Table 5's time to the standard peak, which a seed that never reaches the peak does not have
-    assert _pm_over_seeds(pd.Series([1.0, 3.0]), 1) == "2.0 ± 1.4"
-    assert _pm_over_seeds(pd.Series([1.0, 3.0, float("nan")]), 1) == "2.0 ± 1.4 (none for 1 of 3 seeds)"
-    assert _pm_over_seeds(pd.Series([float("nan")] * 5), 2) == "none (5 of 5 seeds)"
+    assert pm_over_seeds(pd.Series([1.0, 3.0]), 1) == "2.0 ± 1.4"
+    assert pm_over_seeds(pd.Series([1.0, 3.0, float("nan")]), 1) == "2.0 ± 1.4 (none for 1 of 3 seeds)"
+    assert pm_over_seeds(pd.Series([float("nan")] * 5), 2) == "none (5 of 5 seeds)"
 
 
 def test_probability_of_improvement_compares_every_pair_of_seeds(made):

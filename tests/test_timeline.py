@@ -19,7 +19,7 @@ from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
-from rlinfluence.figures import regenerate, section4
+from rlinfluence.figures import regenerate, timeline
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.run.checkpoint import load_snapshot
 
@@ -121,7 +121,7 @@ def test_timeline_on_a_tiny_acrobot_run_writes_its_csv_beside_its_run_and_draws(
     assert "task=timeline env=highway" in (tmp_path / "figures" / "MISSING.md").read_text()
     # ... though its figure draws from the rows as they are.
     fig10 = next(output for output in OUTPUTS if output.name == "fig10_timeline_acrobot")
-    section4.timeline_figure(fig10, written).savefig(tmp_path / "fig10.png")
+    timeline.timeline_figure(fig10, written).savefig(tmp_path / "fig10.png")
     assert (tmp_path / "fig10.png").stat().st_size > 10_000
 
 
@@ -149,7 +149,7 @@ def test_timeline_figure_legend_names_every_action_any_phase_shows():
     # The committed Highway timeline: phase 1's top records take 2 actions, later phases more.
     rows = pd.read_csv(REPO_ROOT / "paper_figures" / "data" / "analyses" / "timeline" / "highway-seed0.csv")
     output = next(output for output in OUTPUTS if output.name == "fig4_timeline_highway")
-    fig = section4.timeline_figure(output, rows)
+    fig = timeline.timeline_figure(output, rows)
     (legend,) = fig.legends
     shown = sorted(rows[rows["seed"] == rows["seed"].min()]["action"].unique())
     assert [text.get_text() for text in legend.get_texts()] == [f"a = {action}" for action in shown] + ["s*"]

@@ -1,7 +1,8 @@
 """The paper's figures and tables, regenerated from run directories or from the committed tidy CSVs.
 
-`runs` turns run directories into the tidy table, `outputs` says what each figure/table needs and
-computes it, `render` writes byte-reproducible files, `regenerate` ties them together.
+`runs` turns run directories into the tidy table; `catalogue` lists every figure and table (an `Output` of
+`requirements`: what it needs, e.g. the runs of an experiment overlay, `control_runs`, and how it is built,
+e.g. `curves`, `tables`); `render` writes byte-reproducible files; `regenerate` ties them together.
 """
 
 from collections import Counter

@@ -13,23 +13,25 @@ from matplotlib.lines import Line2D
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import (IIF, MAIN_ENVS, RANDOM, STANDARD, Output, Runs, _by_arm, _curve,
-                                         efficiency_per_seed)
+from rlinfluence.figures.arms import IIF, RANDOM, STANDARD
+from rlinfluence.figures.control_runs import Runs
+from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed
 from rlinfluence.figures.render import figure_style
+from rlinfluence.figures.requirements import Output
 
 FILTERS = (IIF, RANDOM)
-MAIN_RUNS = Runs("main", MAIN_ENVS, (STANDARD, IIF, RANDOM), seeds=5)
+MAIN_RUNS = Runs("main", (STANDARD, IIF, RANDOM))
 SE_TAUS = np.linspace(-50.0, 80.0, 131)  # SE_ave thresholds (%) of the performance profiles
 
 
 def _area(run: pd.DataFrame) -> float:
     """A run's score for P(X > Y): its mean test return over the evaluated rounds after round 0 (the
     area under its learning curve), so that learning sooner counts, not only where it ends."""
-    return float(np.nanmean(_curve(run)[1:]))
+    return float(np.nanmean(curve(run)[1:]))
 
 
 def _areas(rows: pd.DataFrame, env: str, arm_label: str) -> np.ndarray:
-    return np.array([_area(_by_arm(runs)[arm_label])
+    return np.array([_area(by_arm(runs)[arm_label])
                      for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)])
 
 
@@ -81,7 +83,7 @@ def iqm_curves(output: Output, rows: pd.DataFrame) -> Figure:
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         for ax, env in zip(axes, envs):
             for arm in arms:
-                curves = np.stack([_curve(_by_arm(runs)[arm.label])
+                curves = np.stack([curve(by_arm(runs)[arm.label])
                                    for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)])
                 evaluated = ~np.isnan(curves).any(axis=0)  # eval.every > 1: only the rounds every seed evaluated
                 middle, low, high = metrics.iqm_curve(curves[:, evaluated])

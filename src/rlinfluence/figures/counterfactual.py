@@ -12,9 +12,10 @@ from matplotlib.ticker import MaxNLocator
 from scipy.stats import pearsonr, spearmanr
 
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import MISSING_CELL, Output
+from rlinfluence.figures.analysis_data import AnalysisData
+from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.render import figure_style
-from rlinfluence.figures.section4 import AnalysisData
+from rlinfluence.figures.requirements import Output
 
 PREDICTIONS = {"predicted_plain": "plain prediction", "predicted_centred": "centred prediction"}
 SET_LABELS = {"iif": "IIF drop set", "all_negative": "all negative"}

@@ -17,12 +17,16 @@ from omegaconf import DictConfig
 
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.committed import REPLACE_KEY
-from rlinfluence.figures.outputs import (_CURVES_NOTE, _RT_NOTE, _SE_NOTE, EFFICIENCY_COLUMNS, STANDARD, _efficiency,
-                                         _final_return, _pm_over_seeds, curves_figure, run_name)
+from rlinfluence.figures.arms import STANDARD
+from rlinfluence.figures.control_runs import run_name
+from rlinfluence.figures.curves import CURVES_NOTE, curves_figure
+from rlinfluence.figures.formatting import pm_over_seeds
+from rlinfluence.figures.quantities import efficiency, final_return
 from rlinfluence.figures.regenerate import in_repo, out_dir
 from rlinfluence.figures.render import save_figure, save_table
 from rlinfluence.figures.runs import (COMPARED, RUN_KEY, check_one_setting, run_experiments,
                                       tidy_csv_bytes, tidy_from_runs)
+from rlinfluence.figures.tables import EFFICIENCY_COLUMNS, RT_NOTE, SE_NOTE
 
 FINAL = "final_test_return"
 PER_SEED_COLUMNS = ["arm", "method_tag", "protocol", "seed", FINAL, *EFFICIENCY_COLUMNS, "levels", "unreached"]
@@ -64,8 +68,8 @@ def per_seed(rows: pd.DataFrame) -> pd.DataFrame:
     for (arm, seed), run in rows.groupby(["arm", "seed"], sort=True):
         tag, protocol = run["method_tag"].iloc[0], run["protocol"].iloc[0]
         standard = rows[(rows["method_tag"] == STANDARD.tag) & (rows["protocol"] == protocol) & (rows["seed"] == seed)]
-        speedups = _efficiency(standard, run) if tag != STANDARD.tag and len(standard) else {}
-        records.append({"arm": arm, "method_tag": tag, "protocol": protocol, "seed": seed, FINAL: _final_return(run),
+        speedups = efficiency(standard, run) if tag != STANDARD.tag and len(standard) else {}
+        records.append({"arm": arm, "method_tag": tag, "protocol": protocol, "seed": seed, FINAL: final_return(run),
                         **speedups})
     return pd.DataFrame(records).reindex(columns=PER_SEED_COLUMNS)
 
@@ -73,13 +77,13 @@ def per_seed(rows: pd.DataFrame) -> pd.DataFrame:
 def comparison_table(seeds: pd.DataFrame) -> pd.DataFrame:
     """Per arm (`per_seed`'s rows): its seeds, final test return and speed-ups, mean ± std over seeds."""
     return pd.DataFrame([
-        {"Arm": arm, "Seeds": str(len(of_arm)), "Final test return": _pm_over_seeds(of_arm[FINAL], 2),
+        {"Arm": arm, "Seeds": str(len(of_arm)), "Final test return": pm_over_seeds(of_arm[FINAL], 2),
          **_speedup_cells(of_arm)}
         for arm, of_arm in seeds.groupby("arm", sort=True)])
 
 
 def _speedup_cells(of_arm: pd.DataFrame) -> dict[str, str]:
-    cells = {header: _pm_over_seeds(of_arm[column], 1) for column, header in EFFICIENCY_COLUMNS.items()}
+    cells = {header: pm_over_seeds(of_arm[column], 1) for column, header in EFFICIENCY_COLUMNS.items()}
     cells["Unreached levels"] = f"{of_arm['unreached'].sum():.0f} / {of_arm['levels'].sum():.0f}"
     return dict.fromkeys(cells, REFERENCE) if of_arm["method_tag"].iloc[0] == STANDARD.tag else cells
 
@@ -103,10 +107,10 @@ class EnvComparison:
 
 def compare_env(experiment: str, env: str, rows: pd.DataFrame) -> EnvComparison:
     arms = sorted(rows["arm"].unique())
-    curves = curves_figure(rows, (env,), arms, f"{experiment}/{env}: every arm. {_CURVES_NOTE}")
+    curves = curves_figure(rows, (env,), arms, f"{experiment}/{env}: every arm. {CURVES_NOTE}")
     seeds = per_seed(rows)
     return EnvComparison(env, curves, comparison_table(seeds), seeds,
-                         f"{experiment}/{env}. {_TABLE_NOTE}{_SE_NOTE} {_RT_NOTE}")
+                         f"{experiment}/{env}. {_TABLE_NOTE}{SE_NOTE} {RT_NOTE}")
 
 
 def experiment_figures(figures: DictConfig) -> list[EnvComparison]:

@@ -14,6 +14,7 @@ test at index i (θ^i). It is measured here to say what it does, never used for 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 import numpy as np
 import pandas as pd
@@ -24,9 +25,12 @@ from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import (CPU_EVALUATION, IIF, MAIN_ENVS, MISSING_CELL, RANDOM, STANDARD, Output, Runs, _by_arm,
-                                         _curve, _final_return, _pm_over_seeds)
+from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
+from rlinfluence.figures.control_runs import CPU_EVALUATION, ArmRuns, Runs
+from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
+from rlinfluence.figures.quantities import by_arm, curve, final_return
 from rlinfluence.figures.render import figure_style
+from rlinfluence.figures.requirements import FigureData, Output, Requirement, RestrictableByEnvs
 from rlinfluence.run.rundir import CLEAN, PAPER
 
 AUTHORS = "authors"  # experiment and protocol of paper_figures/data/authors.csv
@@ -34,8 +38,15 @@ FIDELITY_ENVS = ("minigrid", "lunarlander")  # the envs the authors' release cov
 
 
 @dataclass(frozen=True)
-class AuthorsRuns(Runs):
+class AuthorsRuns(ArmRuns, RestrictableByEnvs):
     """The authors' own runs (standard PPO and IIF), made by their scripts, not by rlinfluence."""
+
+    experiment: str
+    envs: tuple[str, ...]
+    arms: tuple[Arm, ...]
+    seeds: int
+    protocols: tuple[str, ...]
+    all_seeds: bool = False
 
     @property
     def command(self) -> str:
@@ -53,7 +64,7 @@ class AuthorsRuns(Runs):
 class Sources:
     """Several sources' runs of the same envs, drawn together: each contributes rows with a `source` label."""
 
-    parts: tuple[tuple[str, Runs], ...]  # (source label, its runs)
+    parts: tuple[tuple[str, Requirement], ...]  # (source label, its runs)
 
     @property
     def envs(self) -> tuple[str, ...]:
@@ -67,31 +78,31 @@ class Sources:
     def command(self) -> str:
         return " && ".join(runs.command for _, runs in self.parts)
 
-    def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
+    def shortfalls(self, data: FigureData) -> dict[str, str]:
         lines: dict[str, list[str]] = {}
         for _, runs in self.parts:
-            for env, line in runs.shortfalls(tidy).items():
+            for env, line in runs.shortfalls(data).items():
                 lines.setdefault(env, []).append(line)
         return {env: "; ".join(parts) for env, parts in lines.items()}
 
-    def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
-        counts = [runs.progress(tidy) for _, runs in self.parts]
+    def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
+        counts = [runs.progress(data) for _, runs in self.parts]
         return {env: (sum(c[env][0] for c in counts), sum(c[env][1] for c in counts)) for env in self.envs}
 
-    def restricted_to(self, envs: tuple[str, ...]) -> "Sources":
+    def restricted_to(self, envs: tuple[str, ...]) -> Self:
         return replace(self, parts=tuple((label, runs.restricted_to(envs)) for label, runs in self.parts))
 
-    def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        return pd.concat([runs.select(tidy).assign(source=label) for label, runs in self.parts], ignore_index=True)
+    def select(self, data: FigureData) -> pd.DataFrame:
+        return pd.concat([runs.select(data).assign(source=label) for label, runs in self.parts], ignore_index=True)
 
 
 AUTHORS_SOURCE, OURS_SOURCE = "authors' code", "ours"
 AUTHORS_RUNS = AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))
 THREE_WAY_RUNS = Sources((
     (AUTHORS_SOURCE, AUTHORS_RUNS),
-    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5)),
-    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(PAPER,),
-                       overlay="protocol_lunarlander")),
+    (OURS_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=FIDELITY_ENVS)),
+    # The paper-protocol runs of the same envs (+experiment=protocol makes MiniGrid's too).
+    (OURS_SOURCE, Runs("protocol_lunarlander", (STANDARD, IIF), envs_needed=FIDELITY_ENVS)),
 ))
 
 
@@ -113,20 +124,20 @@ def _per_seed(rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int
         rows = rows[rows["round"] <= last_round]
     records = []
     for seed, runs in rows.groupby("seed", sort=True):
-        by_arm = _by_arm(runs)
-        std, run = by_arm[STANDARD.label], by_arm[arm_label]
-        std_curve, curve = _curve(std), _curve(run)
+        of_arm = by_arm(runs)
+        std, run = of_arm[STANDARD.label], of_arm[arm_label]
+        std_curve, run_curve = curve(std), curve(run)
         if shift:
-            curve = _shifted(curve)
-        records.append({"seed": seed, "SE_ave": metrics.se_ave(std_curve, curve),
-                        "SE_peak": metrics.se_peak(std_curve, curve),
-                        "final_method": _final_return(run), "final_std": _final_return(std)})
+            run_curve = _shifted(run_curve)
+        records.append({"seed": seed, "SE_ave": metrics.se_ave(std_curve, run_curve),
+                        "SE_peak": metrics.se_peak(std_curve, run_curve),
+                        "final_method": final_return(run), "final_std": final_return(std)})
     return pd.DataFrame(records)
 
 
 def _robust_cells(values: pd.Series, name: str) -> dict[str, str]:
     ci = metrics.bootstrap_ci(values)
-    return {f"{name} mean ± std": _pm_over_seeds(values, 1), f"{name} median": f"{values.median():.1f}",
+    return {f"{name} mean ± std": pm_over_seeds(values, 1), f"{name} median": f"{values.median():.1f}",
             f"{name} IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
             f"{name} per seed": ", ".join(f"{v:.1f}" for v in values)}
 
@@ -156,8 +167,8 @@ def three_way_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                           "Seeds": str(len(per_seed)), **_robust_cells(per_seed["SE_ave"], "SE_ave"),
                           **_robust_cells(per_seed["SE_peak"], "SE_peak"),
                           # Two digits: MiniGrid's returns lie in [0, 1].
-                          "Final return IIF": _pm_over_seeds(per_seed["final_method"], 2),
-                          "Final return std": _pm_over_seeds(per_seed["final_std"], 2),
+                          "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
+                          "Final return std": pm_over_seeds(per_seed["final_std"], 2),
                           "Final IIF − std per seed": ", ".join(
                               f"{v:.2f}" for v in per_seed["final_method"] - per_seed["final_std"])})
     return pd.DataFrame(table).fillna(MISSING_CELL)
@@ -208,7 +219,7 @@ def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                 for alignment, shift in (("θ^k at round k", False), ("one round early", True)):
                     se_ave = _per_seed(source_rows, arm.label, protocol, None, shift)["SE_ave"]
                     ci = metrics.bootstrap_ci(se_ave)
-                    cells[f"SE_ave, {alignment}"] = (f"{_pm_over_seeds(se_ave, 1)}; median {se_ave.median():.1f}; "
+                    cells[f"SE_ave, {alignment}"] = (f"{pm_over_seeds(se_ave, 1)}; median {se_ave.median():.1f}; "
                                                      f"IQM {ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]")
                 table.append({"Env": paper.ENV_TITLES[env], "Source": source, "Arm": arm.label,
                               "Rounds": f"0–{int(source_rows['round'].max())}",
@@ -219,10 +230,11 @@ def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 
 ALIGNMENT_RUNS = Sources((
     (AUTHORS_SOURCE, AUTHORS_RUNS),
-    (OURS_SOURCE, Runs("main", FIDELITY_ENVS, (STANDARD, IIF, RANDOM), seeds=5)),
+    (OURS_SOURCE, Runs("main", (STANDARD, IIF, RANDOM), envs_needed=FIDELITY_ENVS)),
 ))
-OUR_ALIGNMENT_RUNS = Sources(((OURS_SOURCE, Runs("main", tuple(e for e in MAIN_ENVS if e not in FIDELITY_ENVS),
-                                                 (STANDARD, IIF, RANDOM), seeds=5)),))
+# The main comparison's envs the authors' release does not cover.
+OUR_ALIGNMENT_RUNS = Sources(((OURS_SOURCE, Runs("main", (STANDARD, IIF, RANDOM),
+                                                 envs_needed=("frozenlake", "acrobot", "highway", "bipedalwalker"))),))
 
 _THREE_WAY_NOTE = (
     "Per env: the paper's Fig. 6b; the authors' released pipeline run unmodified (benchmarks/authors_pipeline/, "

@@ -6,18 +6,16 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
 from matplotlib.figure import Figure
 
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh
 from rlinfluence.figures.gather import analysis_writes, fresh_analyses, group
-from rlinfluence.figures.outputs import Output
+from rlinfluence.figures.requirements import FigureData, Output
 from rlinfluence.figures.rlhf import COMPARED as LM_COMPARED
 from rlinfluence.figures.rlhf import fresh_lm_runs, lm_csv_writes
 from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
-from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.figures.runs import COMPARED, fresh_runs, group_names, load_tidy, scan_runs, tidy_csv_writes
 from rlinfluence.config.paths import REPO_ROOT
 
@@ -35,8 +33,8 @@ def _complete_part(output: Output, shortfalls: dict[str, str]) -> Output | None:
     return replace(output, runs=output.runs.restricted_to(complete)) if complete else None
 
 
-def _make(output: Output, tidy: pd.DataFrame, out_dir: Path) -> list[Path]:
-    result = output.build(output, output.runs.select(tidy))
+def _make(output: Output, data: FigureData, out_dir: Path) -> list[Path]:
+    result = output.build(output, output.runs.select(data))
     stem = out_dir / output.name
     if isinstance(result, Figure):
         return save_figure(result, stem)
@@ -78,7 +76,7 @@ def _index(made: list[tuple[Output, list[Path]]], missing: list[tuple[Output, di
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _progress_report(tidy: pd.DataFrame) -> str:
+def _progress_report(data: FigureData) -> str:
     """One row per (command, environment): how many of the runs its outputs need are finished.
 
     Outputs that share a command and an environment (Fig. 6a and 6b, say) share a row, whose count is
@@ -86,7 +84,7 @@ def _progress_report(tidy: pd.DataFrame) -> str:
     needs: dict[tuple[str, str], tuple[int, int]] = {}
     outputs: dict[tuple[str, str], list[str]] = {}
     for output in OUTPUTS:
-        for env, (done, needed) in output.runs.progress(tidy).items():
+        for env, (done, needed) in output.runs.progress(data).items():
             key = (output.runs.command, env)
             if needed >= needs.get(key, (0, 0))[1]:
                 needs[key] = (done, needed)
@@ -137,13 +135,12 @@ def regenerate(data_dir: str | Path, out_dir: str | Path, runs_root: str | Path 
     if runs_root is not None:
         refresh_from_runs(runs_root, data_dir, set(replace)).write()
         unfinished = [d.relative_to(runs_root).as_posix() for d in scan_runs(runs_root).unfinished]
-    tidy = load_tidy(data_dir)
-    tidy.attrs[DATA_DIR] = data_dir  # where Section 4's outputs find their analyses' CSVs
+    data = FigureData(load_tidy(data_dir), data_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
     results, made, missing = [], [], []
     for output in OUTPUTS:
-        shortfalls = output.runs.shortfalls(tidy)
+        shortfalls = output.runs.shortfalls(data)
         if shortfalls:
             missing.append((output, shortfalls))
         part = _complete_part(output, shortfalls)
@@ -151,14 +148,14 @@ def regenerate(data_dir: str | Path, out_dir: str | Path, runs_root: str | Path 
             _remove_stale(output, out_dir)
             results.append((output.name, MISSING, "; ".join(shortfalls.values())))
             continue
-        paths = _make(part, tidy, out_dir)
+        paths = _make(part, data, out_dir)
         made.append((part, paths))
         status = PARTIAL if shortfalls else MADE
         results.append((output.name, status, ", ".join(str(p) for p in paths)))
         log.info("%s: %s", output.name, results[-1][1])
     (out_dir / "MISSING.md").write_text(_missing_report(missing, unfinished))
     (out_dir / "INDEX.md").write_text(_index(made, missing))
-    (out_dir / "PROGRESS.md").write_text(_progress_report(tidy))
+    (out_dir / "PROGRESS.md").write_text(_progress_report(data))
     return results
 
 

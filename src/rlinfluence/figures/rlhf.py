@@ -3,15 +3,15 @@ against f_return against standard PPO) and Table 6 (per-round seconds of each st
 language-model runs' own tidy CSV, `<data_dir>/lm/runs.csv` (their metrics have columns the control
 runs' tidy table has not: test toxicity, the forward stage's time).
 
-`LMRuns` stands where an `Output` of outputs.py has its `Runs`: which runs an output needs (env, model,
-arms as method tag + target, seeds), whether the CSV has them, and the command that makes them.
+`LMRuns` stands where an output drawn from control runs has its `Runs` (control_runs.py): which runs an output
+needs (env, model, arms as method tag + target, seeds), whether the CSV has them, and the command that makes them.
 `fresh_lm_runs` reads the finished language-model runs of a runs folder, `lm_csv_writes` adds them to the CSV.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -21,12 +21,12 @@ from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.outputs import MISSING_CELL, Output, _pm, _pm_over_seeds
-from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.committed import Refresh
+from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
+from rlinfluence.figures.render import figure_style
+from rlinfluence.figures.requirements import FigureData, Output, RestrictableByEnvs
 from rlinfluence.figures.runs import (RUN_DIR, check_one_setting, merge_fresh_runs, read_tidy_csv,
                                       run_agent, scan_runs, settings_hash, tidy_csv_bytes)
-from rlinfluence.figures.section4 import DATA_DIR
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.run.rundir import IDENTITY
 
@@ -57,7 +57,7 @@ IIF_RETURN = LMArm("IIF, f_return", "iif", "return")
 
 
 @dataclass(frozen=True)
-class LMRuns:
+class LMRuns(RestrictableByEnvs):
     experiment: str
     envs: tuple[str, ...]  # one env; a tuple as regenerate.py restricts outputs by env
     model: str
@@ -77,8 +77,8 @@ class LMRuns:
             f"seed={seeds} experiment_name={self.experiment} device={self.device}"
             for target, methods in by_target.items())
 
-    def table(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        path = Path(tidy.attrs[DATA_DIR]) / LM_CSV
+    def table(self, data_dir: Path) -> pd.DataFrame:
+        path = data_dir / LM_CSV
         if not path.exists():
             return pd.DataFrame(columns=RUN_COLUMNS + ROUND_COLUMNS)
         rows = read_tidy_csv(path)
@@ -92,8 +92,8 @@ class LMRuns:
     def _common_seeds(self, rows: pd.DataFrame) -> list[int]:
         return sorted(set.intersection(*(set(self._arm_rows(rows, arm)["seed"]) for arm in self.arms)))
 
-    def shortfalls(self, tidy: pd.DataFrame) -> dict[str, str]:
-        rows = self.table(tidy)
+    def shortfalls(self, data: FigureData) -> dict[str, str]:
+        rows = self.table(data.data_dir)
         common = self._common_seeds(rows)
         if len(common) >= self.seeds:
             return {}
@@ -101,20 +101,17 @@ class LMRuns:
         return {self.envs[0]: f"{self.experiment}/{self.envs[0]} (model={self.model}): needs {self.seeds} seeds run "
                               f"by every arm, has {len(common)} in common (seeds per arm: {have})"}
 
-    def progress(self, tidy: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
         """(finished runs among the seeds needed, runs needed) for the one env."""
-        rows = self.table(tidy)
+        rows = self.table(data.data_dir)
         done = sum(min(self._arm_rows(rows, arm)["seed"].nunique(), self.seeds) for arm in self.arms)
         return {self.envs[0]: (done, self.seeds * len(self.arms))}
 
-    def restricted_to(self, envs: tuple[str, ...]) -> "LMRuns":
-        return replace(self, envs=envs)
-
-    def select(self, tidy: pd.DataFrame) -> pd.DataFrame:
-        rows = self.table(tidy)
+    def select(self, data: FigureData) -> pd.DataFrame:
+        rows = self.table(data.data_dir)
         seeds = self._common_seeds(rows)[: self.seeds]
-        return pd.concat([self._arm_rows(rows, arm).assign(arm=arm.label) for arm in self.arms],
-                         ignore_index=True).query("seed in @seeds")
+        selected = pd.concat([self._arm_rows(rows, arm).assign(arm=arm.label) for arm in self.arms], ignore_index=True)
+        return selected[selected["seed"].isin(seeds)]
 
 
 # ---------------------------------------------------------------- the tidy CSV
@@ -184,9 +181,9 @@ def runtime_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
         for arm, paper_index in ((IIF, 0), (STANDARD, 1)):
             seconds = per_seed.loc[arm.label, column]
             skipped = arm == STANDARD and column == "time_influence"
-            cells[f"{arm.label} (s)"] = MISSING_CELL if skipped else _pm_over_seeds(seconds, 2)
+            cells[f"{arm.label} (s)"] = MISSING_CELL if skipped else pm_over_seeds(seconds, 2)
             reported = paper.TABLE6[stage][paper_index]
-            cells[f"{arm.label}, paper (s)"] = _pm(*reported, 2) if reported else MISSING_CELL
+            cells[f"{arm.label}, paper (s)"] = pm(*reported, 2) if reported else MISSING_CELL
         table.append(cells)
     share = per_seed.loc[IIF.label, "total"].mean() / per_seed.loc[STANDARD.label, "total"].mean()
     table.append({"Stage": "IIF total / std total", f"{IIF.label} (s)": f"{100 * share:.1f} %",

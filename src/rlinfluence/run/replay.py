@@ -16,23 +16,21 @@ written with. Timings are not compared. What a replay can promise: paper_figures
 from __future__ import annotations
 
 import fnmatch
-import functools
 import json
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 from hydra import compose
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.committed import load_settings
+from rlinfluence.figures.overlays import overlay, overlay_names
 from rlinfluence.figures.regenerate import in_repo
 from rlinfluence.figures.runs import RUN_KEY, load_tidy
-from rlinfluence.launch.manifest import expand_sweep
 from rlinfluence.run import rundir
 from rlinfluence.run.loop import Resume, train
 from rlinfluence.run.tasks import register
@@ -72,17 +70,9 @@ def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(path=runs.apply(run_path, axis=1))
 
 
-@functools.cache  # conf/ does not change within a process; a replay of many runs composes each overlay once
 def overlay_jobs(experiment: str) -> list[list[str]]:
     """Every sweep job (its overrides) of the overlays that name their runs' experiment `experiment`."""
-    jobs = []
-    for overlay in GlobalHydra.instance().config_loader().get_group_options("experiment"):
-        cfg = compose("config", overrides=[f"+experiment={overlay}"], return_hydra_config=True)
-        if cfg.experiment_name == experiment:
-            params = cast(dict[str, Any], OmegaConf.to_container(cfg.hydra.sweeper.params)) \
-                if cfg.hydra.sweeper.params else {}
-            jobs += expand_sweep(params, [f"+experiment={overlay}"])
-    return jobs
+    return [list(job) for name in overlay_names() if (of := overlay(name)).experiment == experiment for job in of.jobs]
 
 
 def setting_overrides(settings: dict[str, Any]) -> list[str]:

@@ -1,0 +1,145 @@
+"""The control runs an output needs: every arm in every env under each protocol, on seeds all of them share.
+
+An output is made only when every arm of an environment has the seeds it needs in common; otherwise
+that environment is reported missing, never drawn from part of its runs. Speed-ups pair a method with
+standard PPO of the same seed (same initial policy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from rlinfluence.figures.arms import Arm
+from rlinfluence.figures.overlays import Overlay, overlay
+from rlinfluence.figures.requirements import FigureData, RestrictableByEnvs
+from rlinfluence.run.rundir import CLEAN
+
+# The committed runs' evaluation where it is cheaper than the paper's (env.eval_episodes every round), the same
+# for every arm and seed of an env (paper_figures/README.md, "Evaluation episodes", "Evaluation cadence").
+CPU_EVALUATION = {"acrobot": "eval.episodes=100", "minigrid": "eval.episodes=100", "lunarlander": "eval.episodes=50",
+                  "highway": "eval.episodes=50", "bipedalwalker": "eval.every=5 eval.episodes=50"}
+
+
+def run_name(method_tag: str, protocol: str) -> str:
+    """A run's method tag and protocol as its run dir names them (rundir.run_leaf, without the hash)."""
+    return method_tag if protocol == CLEAN else f"{method_tag}-{protocol}"
+
+
+class ArmRuns:
+    """The rows of `arms` in `envs` under each of `protocols`, from the tidy rows of `experiment` (an arm's own
+    overlay's for an arm that has one): the first `seeds` seeds all of them share, or with `all_seeds`
+    every shared seed (studies that grow across sittings), at least `seeds`. A subclass says where the runs
+    come from: those attributes and `command_for(env)`, the command that makes an env's runs."""
+
+    experiment: str
+    envs: tuple[str, ...]
+    arms: tuple[Arm, ...]
+    seeds: int
+    protocols: tuple[str, ...]
+    all_seeds: bool
+
+    def command_for(self, env: str) -> str:
+        raise NotImplementedError
+
+    def experiment_of(self, arm: Arm) -> str:
+        return overlay(arm.overlay).experiment if arm.overlay else self.experiment
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        """The output's experiment, then those of arms shared from other experiments."""
+        return tuple(dict.fromkeys([self.experiment, *map(self.experiment_of, self.arms)]))
+
+    def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
+        parts, seeds = [], {}
+        for arm in self.arms:
+            experiment, tag = self.experiment_of(arm), arm.tag_for(env)
+            for protocol in self.protocols:
+                rows = tidy[(tidy["experiment"] == experiment) & (tidy["env"] == env)
+                            & (tidy["protocol"] == protocol) & (tidy["method_tag"] == tag)]
+                name = run_name(tag, protocol)
+                seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = set(rows["seed"])
+                parts.append(rows.assign(arm=arm.label))
+        return pd.concat(parts).sort_index(), seeds, set.intersection(*seeds.values())
+
+    def shortfalls(self, data: FigureData) -> dict[str, str]:
+        lines = {}
+        for env in self.envs:
+            _, seeds, common = self._env_runs(data.tidy, env)
+            if len(common) < self.seeds:
+                have = ", ".join(f"{run} {len(s)}" for run, s in seeds.items())
+                lines[env] = (f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
+                              f"has {len(common)} in common (finished seeds per run name: {have}); "
+                              f"`{self.command_for(env)}`")
+        return lines
+
+    def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
+        """Per environment: (finished runs that count towards the output, runs it needs)."""
+        counts = {}
+        for env in self.envs:
+            _, seeds, _ = self._env_runs(data.tidy, env)
+            counts[env] = (sum(min(len(s), self.seeds) for s in seeds.values()), self.seeds * len(seeds))
+        return counts
+
+    def select(self, data: FigureData) -> pd.DataFrame:
+        """The rows of the needed runs on the seeds all arms share, with an `arm` label column."""
+        parts = []
+        for env in self.envs:
+            rows, _, common = self._env_runs(data.tidy, env)
+            parts.append(rows[rows["seed"].isin(sorted(common)[:None if self.all_seeds else self.seeds])])
+        return pd.concat(parts, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class Runs(ArmRuns, RestrictableByEnvs):
+    """The runs `rlinfluence -m +experiment=<overlay>` makes: the `arms` in each env the overlay sweeps, under
+    each of its protocols, with as many seeds as it (and the overlay of each arm shared from elsewhere)
+    launches. An output that needs less, or other envs or protocols of the same experiment, says so; its
+    command is still the overlays'."""
+
+    overlay: str
+    arms: tuple[Arm, ...]
+    envs_needed: tuple[str, ...] | None = None
+    protocols_needed: tuple[str, ...] | None = None
+    seeds_needed: int | None = None  # e.g. the paper's count, where the overlay launches more
+    all_seeds: bool = False
+    ENVS = "envs_needed"
+
+    @property
+    def launched(self) -> Overlay:
+        return overlay(self.overlay)
+
+    @property
+    def overlays(self) -> tuple[str, ...]:
+        """The output's overlay, then those of arms shared from other overlays."""
+        return tuple(dict.fromkeys([self.overlay, *(arm.overlay for arm in self.arms if arm.overlay)]))
+
+    @property
+    def experiment(self) -> str:
+        return self.launched.experiment
+
+    @property
+    def envs(self) -> tuple[str, ...]:
+        return self.envs_needed or self.launched.envs
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        return self.protocols_needed or self.launched.protocols
+
+    @property
+    def seeds(self) -> int:
+        return self.seeds_needed or min(overlay(name).seeds for name in self.overlays)
+
+    @property
+    def command(self) -> str:
+        return self._command("")
+
+    def command_for(self, env: str) -> str:
+        """The command for one env's runs, with the evaluation its committed runs used (a new seed made
+        with the paper's episodes would sit beside them under the same run key)."""
+        evaluation = f" {CPU_EVALUATION[env]}" if env in CPU_EVALUATION else ""
+        return self._command(f" env={env}{evaluation}")
+
+    def _command(self, overrides: str) -> str:
+        return " && ".join(f"rlinfluence -m +experiment={name}{overrides}" for name in self.overlays)

@@ -1,0 +1,58 @@
+"""The experiment overlays (conf/experiment/): what `rlinfluence -m +experiment=<name>` launches.
+
+An output's runs are an overlay's (control_runs.Runs): its experiment, envs, protocols and seeds are
+read here from the overlay composed as the CLI composes it, not restated beside the figure.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from hydra import compose
+from omegaconf import OmegaConf
+
+from rlinfluence.launch.manifest import expand_sweep
+from rlinfluence.run.rundir import composing, protocol_tag
+
+
+@dataclass(frozen=True)
+class Overlay:
+    name: str
+    experiment: str  # its experiment_name: the runs' folder below runs_root
+    jobs: tuple[tuple[str, ...], ...]  # each job's overrides (manifest.expand_sweep), `+experiment=<name>` first
+    env: str  # the env and protocol of its composed config, for an overlay that does not sweep them
+    protocol: str
+
+    def swept(self, key: str) -> tuple[str, ...]:
+        """The values the sweep gives `key`, in the sweep's order; none when it does not sweep it."""
+        prefix = f"{key}="
+        return tuple(dict.fromkeys(o.removeprefix(prefix) for job in self.jobs for o in job if o.startswith(prefix)))
+
+    @property
+    def envs(self) -> tuple[str, ...]:
+        return self.swept("env") or (self.env,)
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocol tags of its runs (rundir.protocol_tag): conf/protocol/'s options are named by theirs."""
+        return self.swept("protocol") or (self.protocol,)
+
+    @property
+    def seeds(self) -> int:
+        return len(self.swept("seed")) or 1
+
+
+@functools.cache  # conf/ does not change within a process
+def overlay(name: str) -> Overlay:
+    """conf/experiment/<name>.yaml, composed with its sweep."""
+    with composing():
+        cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
+    jobs = expand_sweep(params, [f"+experiment={name}"])
+    return Overlay(name, cfg.experiment_name, tuple(map(tuple, jobs)), cfg.env.name, protocol_tag(cfg))
+
+
+def overlay_names() -> list[str]:
+    with composing() as hydra:
+        return hydra.config_loader().get_group_options("experiment")
