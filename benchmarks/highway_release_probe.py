@@ -12,6 +12,7 @@ seed list so every round is tested on the same scenes. Round k's test is theta^k
 
     OMP_NUM_THREADS=1 python benchmarks/highway_release_probe.py --seed 0 --rounds 20 --out r.csv
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,11 @@ def test_return(model, env: gym.Env, episodes: int, seed0: int) -> tuple[float, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env-id", default="highway-v0",
-                    help="highway-v0 (the installed release) or e.g. rlinfluence.envs.highway:highway-v0-fast")
+    ap.add_argument(
+        "--env-id",
+        default="highway-v0",
+        help="highway-v0 (the installed release) or e.g. rlinfluence.envs.highway:highway-v0-fast",
+    )
     ap.add_argument("--train-vehicles", type=int, default=10, help="vehicles_count when training; 0 = default")
     ap.add_argument("--eval-vehicles", type=int, default=10, help="vehicles_count when testing; 0 = default")
     ap.add_argument("--seed", type=int, default=0)
@@ -73,11 +77,35 @@ def main() -> None:
     versions = {p: md.version(p) for p in ("highway-env", "gymnasium", "stable-baselines3", "torch")}
     train_env = make_env(args.env_id, args.train_vehicles)
     eval_env = make_env(args.env_id, args.eval_vehicles)
-    model = PPO("MlpPolicy", train_env, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=5e-3,
-                policy_kwargs={"optimizer_class": torch.optim.SGD}, seed=args.seed, device="cpu", verbose=0)
+    model = PPO(
+        "MlpPolicy",
+        train_env,
+        n_steps=2048,
+        batch_size=64,
+        n_epochs=10,
+        learning_rate=5e-3,
+        policy_kwargs={"optimizer_class": torch.optim.SGD},
+        seed=args.seed,
+        device="cpu",
+        verbose=0,
+    )
     eval_seed0 = 10_000 * (args.seed + 1)
-    fields = ["highway_env", "gymnasium", "sb3", "env_id", "train_vehicles", "eval_vehicles", "seed", "round",
-              "test_return", "test_std", "test_len", "eval_episodes", "train_ep_return", "cpu_s"]
+    fields = [
+        "highway_env",
+        "gymnasium",
+        "sb3",
+        "env_id",
+        "train_vehicles",
+        "eval_vehicles",
+        "seed",
+        "round",
+        "test_return",
+        "test_std",
+        "test_len",
+        "eval_episodes",
+        "train_ep_return",
+        "cpu_s",
+    ]
     with open(args.out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
@@ -86,14 +114,22 @@ def main() -> None:
             if k % args.eval_every == 0 or k == args.rounds:
                 mean, std, length = test_return(model, eval_env, args.eval_episodes, eval_seed0)
                 buf = [ep["r"] for ep in model.ep_info_buffer] if k else []
-                row = {"highway_env": versions["highway-env"], "gymnasium": versions["gymnasium"],
-                       "sb3": versions["stable-baselines3"], "env_id": args.env_id,
-                       "train_vehicles": train_env.unwrapped.config["vehicles_count"],
-                       "eval_vehicles": eval_env.unwrapped.config["vehicles_count"], "seed": args.seed,
-                       "round": k, "test_return": round(mean, 3), "test_std": round(std, 3),
-                       "test_len": round(length, 2), "eval_episodes": args.eval_episodes,
-                       "train_ep_return": round(float(np.mean(buf)), 3) if buf else "",
-                       "cpu_s": round(time.process_time() - cpu0, 1)}
+                row = {
+                    "highway_env": versions["highway-env"],
+                    "gymnasium": versions["gymnasium"],
+                    "sb3": versions["stable-baselines3"],
+                    "env_id": args.env_id,
+                    "train_vehicles": train_env.unwrapped.config["vehicles_count"],
+                    "eval_vehicles": eval_env.unwrapped.config["vehicles_count"],
+                    "seed": args.seed,
+                    "round": k,
+                    "test_return": round(mean, 3),
+                    "test_std": round(std, 3),
+                    "test_len": round(length, 2),
+                    "eval_episodes": args.eval_episodes,
+                    "train_ep_return": round(float(np.mean(buf)), 3) if buf else "",
+                    "cpu_s": round(time.process_time() - cpu0, 1),
+                }
                 writer.writerow(row)
                 fh.flush()
                 print(row, flush=True, file=sys.stderr)

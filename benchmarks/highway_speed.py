@@ -27,16 +27,20 @@ LIBRARY_ID = "highway_env:highway-v0"
 
 
 def preset(frequency: int, *overrides: str):
-    return compose_config(["env=highway", f"env.make_kwargs.config.simulation_frequency={frequency}",
-                           *overrides])
+    return compose_config(["env=highway", f"env.make_kwargs.config.simulation_frequency={frequency}", *overrides])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help=f"per simulator and frequency, in blocks of {BLOCK}")
     parser.add_argument("--frequencies", type=int, nargs="+", default=[5, 15])
-    parser.add_argument("--rounds", nargs="+", choices=SIMULATORS, default=[],
-                        help="also time an IIF round and its evaluation on these simulators")
+    parser.add_argument(
+        "--rounds",
+        nargs="+",
+        choices=SIMULATORS,
+        default=[],
+        help="also time an IIF round and its evaluation on these simulators",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     for frequency in args.frequencies:

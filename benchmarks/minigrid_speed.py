@@ -27,11 +27,17 @@ LIBRARY_ID = "minigrid:MiniGrid-Empty-8x8-v0"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000, help=f"per simulator, in blocks of {BLOCK}")
-    parser.add_argument("--rounds", nargs="+", choices=SIMULATORS, default=[],
-                        help="also time an IIF round and its evaluation on these simulators")
+    parser.add_argument(
+        "--rounds",
+        nargs="+",
+        choices=SIMULATORS,
+        default=[],
+        help="also time an IIF round and its evaluation on these simulators",
+    )
     parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes of the timed round")
     args = parser.parse_args()
     torch.set_num_threads(1)
+
     def preset(*overrides: str):
         return compose_config(["env=minigrid", f"eval.episodes={args.episodes}", *overrides])
 

@@ -33,15 +33,18 @@ class OurRound:
     """One of our rounds (collect + influence + select + update; no evaluation) per call."""
 
     def __init__(self, env: str, method: str):
-        cfg = compose_config([f"env={env}", f"method={method}", "ppo.max_grad_norm=0.5", "eval.episodes=0",
-                              "logger=disabled"])
+        cfg = compose_config(
+            [f"env={env}", f"method={method}", "ppo.max_grad_norm=0.5", "eval.episodes=0", "logger=disabled"]
+        )
         self.trainer, self.k = Trainer(cfg), 0
 
     def __call__(self) -> dict[str, float]:
         self.k += 1
         row = run_round(self.trainer, self.k)
-        return {"total": sum(row[f"time_{s}"] for s in ("collect", "influence", "select", "update")),
-                "influence": row["time_influence"]}
+        return {
+            "total": sum(row[f"time_{s}"] for s in ("collect", "influence", "select", "update")),
+            "influence": row["time_influence"],
+        }
 
 
 class SB3Round:
@@ -53,9 +56,18 @@ class SB3Round:
         cfg = compose_config([f"env={env}"])
         # The bare env: SB3 one-hot encodes Discrete observations itself.
         sb3_env = gym.make(cfg.env.id, **cfg.env.make_kwargs)
-        self.model = PPO("MlpPolicy", sb3_env, n_steps=2048, batch_size=64, n_epochs=10,
-                         learning_rate=cfg.env.lr.sgd, policy_kwargs={"optimizer_class": torch.optim.SGD},
-                         device="cpu", seed=0, verbose=0)
+        self.model = PPO(
+            "MlpPolicy",
+            sb3_env,
+            n_steps=2048,
+            batch_size=64,
+            n_epochs=10,
+            learning_rate=cfg.env.lr.sgd,
+            policy_kwargs={"optimizer_class": torch.optim.SGD},
+            device="cpu",
+            seed=0,
+            verbose=0,
+        )
 
     def __call__(self) -> dict[str, float]:
         start = time.perf_counter()
@@ -97,8 +109,9 @@ def main() -> None:
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
     for env in args.envs:
-        times = interleaved({"sb3": SB3Round(env), "ppo": OurRound(env, "ppo"), "iif": OurRound(env, "iif")},
-                            args.rounds)
+        times = interleaved(
+            {"sb3": SB3Round(env), "ppo": OurRound(env, "ppo"), "iif": OurRound(env, "iif")}, args.rounds
+        )
         sb3, ppo, iif = median(times["sb3"]), median(times["ppo"]), median(times["iif"])
         influence = median(times["iif"], "influence")
         eval_time, eval_return = evaluation_seconds(env, args.eval_episodes)
@@ -107,8 +120,10 @@ def main() -> None:
         print(f"  our PPO    {ppo:6.3f} s/round  {2048 / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
         print(f"  our IIF    {iif:6.3f} s/round  {2048 / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
         print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
-        print(f"  evaluation {eval_time:6.2f} s for {args.eval_episodes} episodes (initial policy, "
-              f"mean return {eval_return:.1f})")
+        print(
+            f"  evaluation {eval_time:6.2f} s for {args.eval_episodes} episodes (initial policy, "
+            f"mean return {eval_return:.1f})"
+        )
 
 
 if __name__ == "__main__":

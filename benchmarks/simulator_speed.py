@@ -59,6 +59,8 @@ def round_and_evaluation(title: str, preset: Callable[..., DictConfig], library_
         cpu = time.process_time() - cpu
         trainer.close()
         training = sum(row[f"time_{part}"] for part in ("collect", "influence", "select", "update"))
-        print(f"  {name:8s} round {training:6.1f} s (collect {row['time_collect']:5.1f} s)   "
-              f"evaluation {row['time_eval']:6.1f} s for {row['eval_episodes']} episodes   "
-              f"total {training + row['time_eval']:6.1f} s wall, {cpu:6.1f} CPU-seconds")
+        print(
+            f"  {name:8s} round {training:6.1f} s (collect {row['time_collect']:5.1f} s)   "
+            f"evaluation {row['time_eval']:6.1f} s for {row['eval_episodes']} episodes   "
+            f"total {training + row['time_eval']:6.1f} s wall, {cpu:6.1f} CPU-seconds"
+        )

@@ -29,14 +29,14 @@ from pathlib import Path
 import pandas as pd
 from hydra import compose, initialize_config_dir
 
-from rlinfluence.run import rundir
 from rlinfluence.analyses.standard_run import analysis_identity
-from rlinfluence.figures import catalogue, runs
-from rlinfluence.figures.gather import identity_path
-from rlinfluence.figures.analysis_data import documented_identities
-from rlinfluence.figures.control_runs import CPU_EVALUATION
-from rlinfluence.figures.committed import Refresh
 from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.figures import catalogue, runs
+from rlinfluence.figures.analysis_data import documented_identities
+from rlinfluence.figures.committed import Refresh
+from rlinfluence.figures.control_runs import CPU_EVALUATION
+from rlinfluence.figures.gather import identity_path
+from rlinfluence.run import rundir
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SWITCHES = {name: key for key, _, name in rundir.PROTOCOL_SWITCHES}
@@ -47,8 +47,9 @@ OVERLAYS = {path.stem for path in (Path(CONFIG_DIR) / "experiment").glob("*.yaml
 def control_overrides(run) -> list[str]:
     """The overrides of the command that made a control run's rows (one row of the run's tidy rows)."""
     overrides = [f"env={run.env}", f"method={run.method}", f"seed={run.seed}", *CPU_EVALUATION.get(run.env, "").split()]
-    overrides.insert(0, f"+experiment={run.experiment}" if run.experiment in OVERLAYS
-                     else f"experiment_name={run.experiment}")
+    overrides.insert(
+        0, f"+experiment={run.experiment}" if run.experiment in OVERLAYS else f"experiment_name={run.experiment}"
+    )
     if run.optimizer != "sgd" or run.env in ("bipedalwalker", "pong"):  # those envs switch to Adam themselves
         overrides.append(f"optimizer={run.optimizer}")
     if run.method_tag.endswith("-pauto"):
@@ -85,8 +86,10 @@ def backfill(path: Path, settings: dict) -> tuple[pd.DataFrame, int]:
         settings[digest] = non_default
         stored = set(run_rows["config_hash"].dropna())
         if stored and stored != {digest}:
-            raise SystemExit(f"{path}: {'/'.join(map(str, key))} carries config_hash {stored}, its command "
-                             f"({' '.join(control_overrides(run))}) gives {digest}")
+            raise SystemExit(
+                f"{path}: {'/'.join(map(str, key))} carries config_hash {stored}, its command "
+                f"({' '.join(control_overrides(run))}) gives {digest}"
+            )
         if not stored:
             rows.loc[run_rows.index, "config_hash"] = digest
             filled += 1
@@ -105,8 +108,10 @@ def main() -> int:
             after, filled = backfill(path, refresh.settings)
             others = [column for column in before.columns if column != "config_hash"]
             assert after[others].equals(before[others]), f"{path}: a value besides config_hash changed"
-            print(f"{path.relative_to(DATA_DIR.parent)}: {filled} runs filled, "
-                  f"{before.drop_duplicates(RUN_KEY)['config_hash'].notna().sum()} checked")
+            print(
+                f"{path.relative_to(DATA_DIR.parent)}: {filled} runs filled, "
+                f"{before.drop_duplicates(RUN_KEY)['config_hash'].notna().sum()} checked"
+            )
             missing += filled
             if filled:
                 refresh.files[path] = with_hashes(path, before, after)
@@ -123,9 +128,16 @@ def main() -> int:
 
 def check_analysis_rows(path: Path, identity: dict) -> None:
     """The CSV's rows are those of the identity's command: its env, seed, and the rounds it analyses."""
-    overrides = [f"task={identity['analysis']}", f"env={identity['env']}", f"seed={identity['seed']}",
-                 *(f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in identity["non_default"].items()
-                   if key != "protocol")]
+    overrides = [
+        f"task={identity['analysis']}",
+        f"env={identity['env']}",
+        f"seed={identity['seed']}",
+        *(
+            f"{key}={json.dumps(value, separators=(',', ':'))}"
+            for key, value in identity["non_default"].items()
+            if key != "protocol"
+        ),
+    ]
     cfg = compose("config", overrides=overrides)
     if analysis_identity(cfg, identity["analysis"], identity["variant"]) != identity:
         raise SystemExit(f"{path}: {' '.join(overrides)} does not give back its identity")
@@ -133,8 +145,9 @@ def check_analysis_rows(path: Path, identity: dict) -> None:
     rounds = list(cfg.analysis[identity["analysis"]].rounds) or list(range(1, cfg.env.rounds + 1))
     found = (set(rows["env"]), set(rows["seed"]), sorted(set(rows["round"])))
     if found != ({identity["env"]}, {identity["seed"]}, rounds):
-        raise SystemExit(f"{path}: rows of env/seed/rounds {found}, its command's are {identity['env']}/"
-                         f"{identity['seed']}/{rounds}")
+        raise SystemExit(
+            f"{path}: rows of env/seed/rounds {found}, its command's are {identity['env']}/{identity['seed']}/{rounds}"
+        )
 
 
 def with_hashes(path: Path, before: pd.DataFrame, after: pd.DataFrame) -> bytes:

@@ -13,8 +13,7 @@ from rlinfluence.figures import regenerate
 HERE = Path(__file__).resolve().parent
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs-root", default=None, help="refresh data/ from these run directories first")
     args = parser.parse_args()
     for name, status, message in regenerate(HERE / "data", HERE, args.runs_root):

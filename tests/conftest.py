@@ -25,13 +25,12 @@ from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
 from rlinfluence.config.schema import ConfigError  # noqa: E402
 from rlinfluence.config.validation import validate  # noqa: E402
-from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
-from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
 from rlinfluence.figures.arms import iif_p  # noqa: E402
 from rlinfluence.figures.bottom_frames import FRAMES_ROUND  # noqa: E402
+from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
+from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.run.checkpoint import METRICS  # noqa: E402
-
 
 
 def compose_config(overrides: list[str], return_hydra_config: bool = False):
@@ -80,38 +79,97 @@ def write_analyses(data_dir) -> None:
     rng = np.random.default_rng(0)
     for seed in range(3):
         for env in ("frozenlake", "minigrid"):
-            rows = [{"env": env, "seed": seed, "round": k, "record": i, "rank": i + 1, "influence": -i,
-                     "state": int(rng.integers(16)), "action": int(rng.integers(4)), "advantage_gae": rng.normal(),
-                     "advantage_true": rng.normal(), "advantage_true_se": 0.01} for k in (2, 5, 10) for i in range(150)]
+            rows = [
+                {
+                    "env": env,
+                    "seed": seed,
+                    "round": k,
+                    "record": i,
+                    "rank": i + 1,
+                    "influence": -i,
+                    "state": int(rng.integers(16)),
+                    "action": int(rng.integers(4)),
+                    "advantage_gae": rng.normal(),
+                    "advantage_true": rng.normal(),
+                    "advantage_true_se": 0.01,
+                }
+                for k in (2, 5, 10)
+                for i in range(150)
+            ]
             (data_dir / "analyses" / "diagnose").mkdir(parents=True, exist_ok=True)
             pd.DataFrame(rows).to_csv(data_dir / "analyses" / "diagnose" / f"{env}-seed{seed}.csv", index=False)
         for env in ("frozenlake", "acrobot", "minigrid", "lunarlander"):
-            rows = [{"env": env, "seed": seed, "round": k, "arm": arm, "test_return": rng.normal()}
-                    for k in range(1, 6) for arm in ("all", "influence", "random")]
+            rows = [
+                {"env": env, "seed": seed, "round": k, "arm": arm, "test_return": rng.normal()}
+                for k in range(1, 6)
+                for arm in ("all", "influence", "random")
+            ]
             (data_dir / "analyses" / "intervene").mkdir(parents=True, exist_ok=True)
             pd.DataFrame(rows).to_csv(data_dir / "analyses" / "intervene" / f"{env}-seed{seed}.csv", index=False)
             at_p = pd.DataFrame(rows).assign(p=iif_p(env))  # analysis.intervene.p at the env's IIF p
             at_p.to_csv(data_dir / "analyses" / "intervene" / f"{env}-seed{seed}-p{iif_p(env):g}.csv", index=False)
-            groups = [("none", 0.0)] + [("random", size) for size in (0.01, 0.05, 0.2, 0.5) for _ in range(10)] + \
-                     [("iif", 0.2), ("all_negative", 0.4)]
-            rows = [{"env": env, "seed": seed, "round": 5, "kind": kind, "size": size, "group": i,
-                     "predicted_plain": rng.normal(), "predicted_centred": rng.normal(), "actual": rng.normal(),
-                     "test_change": rng.normal()} for i, (kind, size) in enumerate(groups)]
+            groups = (
+                [("none", 0.0)]
+                + [("random", size) for size in (0.01, 0.05, 0.2, 0.5) for _ in range(10)]
+                + [("iif", 0.2), ("all_negative", 0.4)]
+            )
+            rows = [
+                {
+                    "env": env,
+                    "seed": seed,
+                    "round": 5,
+                    "kind": kind,
+                    "size": size,
+                    "group": i,
+                    "predicted_plain": rng.normal(),
+                    "predicted_centred": rng.normal(),
+                    "actual": rng.normal(),
+                    "test_change": rng.normal(),
+                }
+                for i, (kind, size) in enumerate(groups)
+            ]
             (data_dir / "analyses" / "counterfactual").mkdir(parents=True, exist_ok=True)
             pd.DataFrame(rows).to_csv(data_dir / "analyses" / "counterfactual" / f"{env}-seed{seed}.csv", index=False)
     for env, obs_dim in (("acrobot", 6), ("highway", 25)):  # task=timeline: one seed, top records per round
-        rows = [{"env": env, "seed": 0, "round": k, "pi_target": k / 13, "roughness": rng.uniform(0, 0.01),
-                 "n_positive": 1000, "n_records": 2048, "target_state": str([0.5] * obs_dim), "target_action": 0,
-                 "rank": i + 1, "record": i, "influence": 10.0 - i, "action": int(rng.integers(3)),
-                 "advantage_gae": rng.normal(), "embedding_distance": rng.uniform(),
-                 **{f"obs_{d}": rng.normal() for d in range(obs_dim)}} for k in range(1, 13) for i in range(5)]
+        rows = [
+            {
+                "env": env,
+                "seed": 0,
+                "round": k,
+                "pi_target": k / 13,
+                "roughness": rng.uniform(0, 0.01),
+                "n_positive": 1000,
+                "n_records": 2048,
+                "target_state": str([0.5] * obs_dim),
+                "target_action": 0,
+                "rank": i + 1,
+                "record": i,
+                "influence": 10.0 - i,
+                "action": int(rng.integers(3)),
+                "advantage_gae": rng.normal(),
+                "embedding_distance": rng.uniform(),
+                **{f"obs_{d}": rng.normal() for d in range(obs_dim)},
+            }
+            for k in range(1, 13)
+            for i in range(5)
+        ]
         (data_dir / "analyses" / "timeline").mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(data_dir / "analyses" / "timeline" / f"{env}-seed0.csv", index=False)
     # task=bottom_frames on Pong: one seed, the 10 records of lowest influence with their stacked frames
-    rows = pd.DataFrame({"env": "pong", "seed": 0, "round": FRAMES_ROUND, "n_records": 1024,
-                         "rank": 1024 - np.arange(10), "record": np.arange(10), "influence": np.arange(-10.0, 0.0),
-                         "action": np.arange(10) % 6, "advantage_gae": rng.normal(size=10),
-                         "obs": list(rng.integers(0, 256, (10, 4, 84, 84), dtype=np.uint8))})
+    rows = pd.DataFrame(
+        {
+            "env": "pong",
+            "seed": 0,
+            "round": FRAMES_ROUND,
+            "n_records": 1024,
+            "rank": 1024 - np.arange(10),
+            "record": np.arange(10),
+            "influence": np.arange(-10.0, 0.0),
+            "action": np.arange(10) % 6,
+            "advantage_gae": rng.normal(size=10),
+            "obs": list(rng.integers(0, 256, (10, 4, 84, 84), dtype=np.uint8)),
+        }
+    )
     (data_dir / "analyses" / "bottom_frames").mkdir(parents=True, exist_ok=True)
     (data_dir / "analyses" / "bottom_frames" / "pong-seed0.npz").write_bytes(frames_bytes(rows))
     for path, identity in documented_identities(data_dir, OUTPUTS).items():  # as if made by the documented commands
@@ -132,14 +190,29 @@ def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFr
     for method, target in (("ppo", "seq"), ("iif", "seq"), ("random", "seq"), ("iif", "return")):
         for seed in range(3):
             for k in range(rounds + 1):
-                rows.append({"experiment": experiment, "env": env, "model": model, "method": method,
-                             "method_tag": method if method == "ppo" else f"{method}-p100", "target": target,
-                             "config_hash": "default", "seed": seed, "round": k,
-                             "train_return": k * 0.1 + rng.normal(0, 0.01),
-                             "test_return": rng.normal(), "test_toxicity": 0.5 - 0.05 * k, "n_records": 64,
-                             "n_kept": 64 if method == "ppo" else 32, "time_collect": 0.5, "time_forward": 0.2,
-                             "time_influence": 0.0 if method == "ppo" else 1.0,
-                             "time_update": 3.0 if method == "ppo" else 1.0, "time_eval": 0.4})
+                rows.append(
+                    {
+                        "experiment": experiment,
+                        "env": env,
+                        "model": model,
+                        "method": method,
+                        "method_tag": method if method == "ppo" else f"{method}-p100",
+                        "target": target,
+                        "config_hash": "default",
+                        "seed": seed,
+                        "round": k,
+                        "train_return": k * 0.1 + rng.normal(0, 0.01),
+                        "test_return": rng.normal(),
+                        "test_toxicity": 0.5 - 0.05 * k,
+                        "n_records": 64,
+                        "n_kept": 64 if method == "ppo" else 32,
+                        "time_collect": 0.5,
+                        "time_forward": 0.2,
+                        "time_influence": 0.0 if method == "ppo" else 1.0,
+                        "time_update": 3.0 if method == "ppo" else 1.0,
+                        "time_eval": 0.4,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -148,13 +221,29 @@ def write_authors_runs(data_dir) -> None:
     5 seeds of both arms on the authors' two envs; their IIF tests exactly as their standard PPO does."""
     from rlinfluence.figures.runs import TIDY_COLUMNS
 
-    rows = [{"experiment": "authors", "env": env, "method": method, "method_tag": tag, "p": p,
-             "optimizer": "sgd", "protocol": "authors", "config_hash": "abc123", "seed": seed, "round": k,
-             "env_steps": 2048 * k, "test_return": k + 10 * seed, "n_records": 2048 * (k > 0), "n_kept": 1900,
-             "source": "authors"}
-            for env in ("minigrid", "lunarlander")
-            for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
-            for seed in range(5) for k in range(4)]
+    rows = [
+        {
+            "experiment": "authors",
+            "env": env,
+            "method": method,
+            "method_tag": tag,
+            "p": p,
+            "optimizer": "sgd",
+            "protocol": "authors",
+            "config_hash": "abc123",
+            "seed": seed,
+            "round": k,
+            "env_steps": 2048 * k,
+            "test_return": k + 10 * seed,
+            "n_records": 2048 * (k > 0),
+            "n_kept": 1900,
+            "source": "authors",
+        }
+        for env in ("minigrid", "lunarlander")
+        for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
+        for seed in range(5)
+        for k in range(4)
+    ]
     pd.DataFrame(rows).reindex(columns=TIDY_COLUMNS + ["source"]).to_csv(data_dir / "authors.csv", index=False)
 
 
@@ -164,4 +253,5 @@ def write_lm_runs(data_dir) -> None:
 
     (data_dir / LM_CSV).parent.mkdir(parents=True, exist_ok=True)
     pd.concat([lm_rows("rlhf", "toxicity", "gpt_neo_2p7b"), lm_rows("rlhf_tiny", "toxicity_tiny", "tiny")]).to_csv(
-        data_dir / LM_CSV, index=False)
+        data_dir / LM_CSV, index=False
+    )

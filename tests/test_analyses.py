@@ -20,9 +20,9 @@ from rlinfluence.config.schema import ConfigError
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate
-from rlinfluence.figures.counterfactual import removal_correlations
 from rlinfluence.figures.analysis_data import AnalysisData
 from rlinfluence.figures.arms import iif_p
+from rlinfluence.figures.counterfactual import removal_correlations
 from rlinfluence.figures.requirements import FigureData
 from rlinfluence.figures.section4 import OUTPUTS as SECTION4
 from rlinfluence.run.rundir import run_dir
@@ -44,8 +44,7 @@ def exact_advantages(model, env, gamma: float) -> np.ndarray:
             for p, s_next, r, terminated in table[s][a]:
                 reward[s, a] += p * r
                 moves[s, a, s_next] += p * (not terminated)
-    values = np.linalg.solve(np.eye(n_states) - gamma * np.einsum("sa,sat->st", probs, moves),
-                             (probs * reward).sum(1))
+    values = np.linalg.solve(np.eye(n_states) - gamma * np.einsum("sa,sat->st", probs, moves), (probs * reward).sum(1))
     q = reward + gamma * moves @ values
     return q - values[:, None]
 
@@ -54,11 +53,13 @@ def test_monte_carlo_true_advantage_converges_to_the_exact_one(tiny_config):
     cfg = tiny_config("env=frozenlake", "env.n_steps=128")
     trainer = Trainer(cfg)
     buffer = trainer.collect(1)
-    advantage, advantage_se = true_advantages(trainer.model, cfg.env, buffer, rollouts=400, gamma=cfg.ppo.gamma,
-                                              seed_seq=np.random.SeedSequence(0))
+    advantage, advantage_se = true_advantages(
+        trainer.model, cfg.env, buffer, rollouts=400, gamma=cfg.ppo.gamma, seed_seq=np.random.SeedSequence(0)
+    )
     env = make_env(cfg.env)
-    exact = exact_advantages(trainer.model, env, cfg.ppo.gamma)[buffer.state_keys.numpy(),
-                                                                 buffer.actions.numpy().astype(int)]
+    exact = exact_advantages(trainer.model, env, cfg.ppo.gamma)[
+        buffer.state_keys.numpy(), buffer.actions.numpy().astype(int)
+    ]
     trainer.close()
     assert np.abs(exact).max() > 0.01  # the oracle is not trivially zero on the visited states
     # Within 4.5 SE (plus 0.01 for the 100-step time limit the exact solution ignores).
@@ -66,8 +67,9 @@ def test_monte_carlo_true_advantage_converges_to_the_exact_one(tiny_config):
 
 
 def test_intervention_all_records_arm_reproduces_the_run(tmp_path, tiny_config):
-    cfg = tiny_config(*ANALYSIS, "task=intervene", f"runs_root={tmp_path / 'runs'}",
-                      f"figures.data_dir={tmp_path / 'data'}")
+    cfg = tiny_config(
+        *ANALYSIS, "task=intervene", f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}"
+    )
     table = run_task(cfg)
     assert (table["matches_run"].dropna() == True).all() and len(table) == 3 * 3  # noqa: E712
     run = pd.read_csv(next((tmp_path / "runs").rglob("metrics.csv"))).set_index("round")
@@ -85,8 +87,14 @@ def test_intervention_all_records_arm_reproduces_the_run(tmp_path, tiny_config):
 
 
 def test_intervention_at_iif_p_drops_that_share_of_the_negatives_into_its_own_file(tmp_path, tiny_config):
-    cfg = tiny_config(*ANALYSIS, "task=intervene", "analysis.intervene.p=50", "analysis.intervene.rounds=[2,3]",
-                      f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}")
+    cfg = tiny_config(
+        *ANALYSIS,
+        "task=intervene",
+        "analysis.intervene.p=50",
+        "analysis.intervene.rounds=[2,3]",
+        f"runs_root={tmp_path / 'runs'}",
+        f"figures.data_dir={tmp_path / 'data'}",
+    )
     table = run_task(cfg)
     assert (table["matches_run"].dropna() == True).all() and (table["p"] == 50).all()  # noqa: E712
     dropped = table.pivot(index="round", columns="arm", values="n_dropped")
@@ -101,8 +109,14 @@ def test_intervention_at_iif_p_drops_that_share_of_the_negatives_into_its_own_fi
 
 def test_an_intervention_p_out_of_range_is_refused_before_anything_is_written(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match=r"analysis.intervene.p=0.0 must be in \(0, 100\]"):
-        run_task(tiny_config("task=intervene", "analysis.intervene.p=0", f"runs_root={tmp_path / 'runs'}",
-                             f"figures.data_dir={tmp_path / 'data'}"))
+        run_task(
+            tiny_config(
+                "task=intervene",
+                "analysis.intervene.p=0",
+                f"runs_root={tmp_path / 'runs'}",
+                f"figures.data_dir={tmp_path / 'data'}",
+            )
+        )
     assert not any(tmp_path.iterdir())
 
 
@@ -117,14 +131,20 @@ def test_outputs_read_the_intervention_rows_of_their_own_p_only(tmp_path):
     at_p_table = outputs["intervention_at_iif_p"].build(outputs["intervention_at_iif_p"], at_p)
     paper_table = outputs["intervention_summary"].build(outputs["intervention_summary"], paper_rows)
     assert {"drop 12.5 % of negative influence (IIF's p)", "drop 50 % of negative influence (IIF's p)"} <= set(
-        at_p_table["arm"])
+        at_p_table["arm"]
+    )
     assert "drop all negative influence" in set(paper_table["arm"])
 
 
 def test_diagnose_writes_one_row_per_record_and_round(tmp_path, tiny_config):
-    cfg = tiny_config(*ANALYSIS, "task=diagnose", "analysis.diagnose.rounds=[1,3]",
-                      "analysis.diagnose.rollouts=5", f"runs_root={tmp_path / 'runs'}",
-                      f"figures.data_dir={tmp_path / 'data'}")
+    cfg = tiny_config(
+        *ANALYSIS,
+        "task=diagnose",
+        "analysis.diagnose.rounds=[1,3]",
+        "analysis.diagnose.rollouts=5",
+        f"runs_root={tmp_path / 'runs'}",
+        f"figures.data_dir={tmp_path / 'data'}",
+    )
     table = run_task(cfg)
     assert len(table) == 2 * 64 and set(table["round"]) == {1, 3}
     assert sorted(table[table["round"] == 1]["rank"]) == list(range(1, 65))
@@ -149,8 +169,14 @@ def test_section4_outputs_are_drawn_from_the_analyses_csvs_reproducibly(tmp_path
     first = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "a")}
     regenerate(tmp_path / "data", tmp_path / "b")
     drawn = [o.name for o in SECTION4 if first[o.name] != "missing"]
-    assert {"fig3a_bottom_records", "fig8_bottom_records_rounds", "fig3d_advantage_product_frozenlake",
-            "fig5_intervention", "fig11_intervention_random", "intervention_summary"} <= set(drawn)
+    assert {
+        "fig3a_bottom_records",
+        "fig8_bottom_records_rounds",
+        "fig3d_advantage_product_frozenlake",
+        "fig5_intervention",
+        "fig11_intervention_random",
+        "intervention_summary",
+    } <= set(drawn)
     assert first["fig3c_advantage_error_minigrid"] == first["fig3b_bottom_views_minigrid"] == "missing"
     assert first["fig11_intervention_random"] == "partial"
     files = [p.name for p in (tmp_path / "a").iterdir()]
@@ -159,12 +185,19 @@ def test_section4_outputs_are_drawn_from_the_analyses_csvs_reproducibly(tmp_path
 
 
 def test_an_analysis_command_has_one_line_per_distinct_overrides():
-    data = AnalysisData("intervene", ("frozenlake", "acrobot", "minigrid"), 2,
-                        env_overrides=(("acrobot", "eval.episodes=100"), ("minigrid", "eval.episodes=100")))
-    assert data.command == ("rlinfluence -m task=intervene env=frozenlake seed=0,1 && "
-                            "rlinfluence -m task=intervene env=acrobot,minigrid seed=0,1 eval.episodes=100")
+    data = AnalysisData(
+        "intervene",
+        ("frozenlake", "acrobot", "minigrid"),
+        2,
+        env_overrides=(("acrobot", "eval.episodes=100"), ("minigrid", "eval.episodes=100")),
+    )
+    assert data.command == (
+        "rlinfluence -m task=intervene env=frozenlake seed=0,1 && "
+        "rlinfluence -m task=intervene env=acrobot,minigrid seed=0,1 eval.episodes=100"
+    )
     assert AnalysisData("diagnose", ("frozenlake",), 1, overrides="x=1").command == (
-        "rlinfluence -m task=diagnose env=frozenlake seed=0 x=1")
+        "rlinfluence -m task=diagnose env=frozenlake seed=0 x=1"
+    )
 
 
 def test_in_place_removal_keeps_the_standard_minibatches_without_the_dropped_records():
@@ -186,10 +219,16 @@ def test_first_order_predictions_of_a_removal_by_hand():
 
 
 def test_counterfactual_empty_group_reproduces_the_run_bit_for_bit(tmp_path, tiny_config):
-    cfg = tiny_config(*ANALYSIS, "task=counterfactual", "analysis.counterfactual.rounds=[2]",
-                      "analysis.counterfactual.sizes=[0.05,0.5]", "analysis.counterfactual.groups=3",
-                      "analysis.counterfactual.eval_episodes=4", f"runs_root={tmp_path / 'runs'}",
-                      f"figures.data_dir={tmp_path / 'data'}")
+    cfg = tiny_config(
+        *ANALYSIS,
+        "task=counterfactual",
+        "analysis.counterfactual.rounds=[2]",
+        "analysis.counterfactual.sizes=[0.05,0.5]",
+        "analysis.counterfactual.groups=3",
+        "analysis.counterfactual.eval_episodes=4",
+        f"runs_root={tmp_path / 'runs'}",
+        f"figures.data_dir={tmp_path / 'data'}",
+    )
     table = run_task(cfg)
     empty = table[table["kind"] == "none"].iloc[0]
     assert empty["matches_run"] == True and empty["actual"] == 0 and empty["test_change"] == 0  # noqa: E712
@@ -205,26 +244,73 @@ def test_counterfactual_empty_group_reproduces_the_run_bit_for_bit(tmp_path, tin
 
 def test_counterfactual_refuses_a_group_size_outside_the_buffer(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match=r"analysis.counterfactual.sizes=\[0.5, 1.5\] must be fractions"):
-        run_task(tiny_config("task=counterfactual", "analysis.counterfactual.rounds=[1]",
-                             "analysis.counterfactual.sizes=[0.5,1.5]", f"runs_root={tmp_path}"))
+        run_task(
+            tiny_config(
+                "task=counterfactual",
+                "analysis.counterfactual.rounds=[1]",
+                "analysis.counterfactual.sizes=[0.5,1.5]",
+                f"runs_root={tmp_path}",
+            )
+        )
     assert not any(tmp_path.iterdir())
 
 
 def test_removal_correlations_on_a_constructed_case():
     predicted = np.linspace(-1.0, 1.0, 20)
     rows = pd.DataFrame(
-        [{"env": "acrobot", "seed": 0, "round": 5, "kind": "random", "size": 0.01, "predicted_centred": x,
-          "predicted_plain": x, "actual": 2 * x, "test_change": -x} for x in predicted]
-        + [{"env": "acrobot", "seed": 0, "round": 5, "kind": "random", "size": 0.5, "predicted_centred": x,
-            "predicted_plain": x ** 3, "actual": x ** 3, "test_change": np.nan} for x in predicted]
-        + [{"env": "acrobot", "seed": 0, "round": 5, "kind": "iif", "size": 0.2, "predicted_centred": 1.0,
-            "predicted_plain": 0.5, "actual": 2.0, "test_change": 0.0}])
+        [
+            {
+                "env": "acrobot",
+                "seed": 0,
+                "round": 5,
+                "kind": "random",
+                "size": 0.01,
+                "predicted_centred": x,
+                "predicted_plain": x,
+                "actual": 2 * x,
+                "test_change": -x,
+            }
+            for x in predicted
+        ]
+        + [
+            {
+                "env": "acrobot",
+                "seed": 0,
+                "round": 5,
+                "kind": "random",
+                "size": 0.5,
+                "predicted_centred": x,
+                "predicted_plain": x**3,
+                "actual": x**3,
+                "test_change": np.nan,
+            }
+            for x in predicted
+        ]
+        + [
+            {
+                "env": "acrobot",
+                "seed": 0,
+                "round": 5,
+                "kind": "iif",
+                "size": 0.2,
+                "predicted_centred": 1.0,
+                "predicted_plain": 0.5,
+                "actual": 2.0,
+                "test_change": 0.0,
+            }
+        ]
+    )
     table = removal_correlations(rows).set_index("Group")
     small, large, iif = table.loc["random 1%"], table.loc["random 50%"], table.loc["IIF drop set"]
-    assert small[["Points", "Pearson (centred)", "Spearman (centred)", "Scale (centred)",
-                  "Pearson test Δ (centred)"]].tolist() == ["20", "1.00", "1.00", "2.00", "-1.00"]
+    assert small[
+        ["Points", "Pearson (centred)", "Spearman (centred)", "Scale (centred)", "Pearson test Δ (centred)"]
+    ].tolist() == ["20", "1.00", "1.00", "2.00", "-1.00"]
     # actual = predicted³: ranked perfectly, not linear in the centred prediction; exact in the plain one.
     assert large["Spearman (centred)"] == "1.00" and float(large["Pearson (centred)"]) < 0.95
     assert large[["Pearson (plain)", "Scale (plain)", "Pearson test Δ (centred)"]].tolist() == ["1.00", "1.00", "—"]
     assert iif[["Points", "Pearson (centred)", "Scale (centred)", "Scale (plain)"]].tolist() == [
-        "1", "—", "2.00", "4.00"]
+        "1",
+        "—",
+        "2.00",
+        "4.00",
+    ]

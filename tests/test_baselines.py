@@ -10,10 +10,10 @@ import torch
 
 from conftest import compose_config, config_refusal
 from rlinfluence.config.schema import ConfigError
-from rlinfluence.figures.arms import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
 from rlinfluence.config.validation import validate
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.figures.arms import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
 from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
 from rlinfluence.run.rundir import method_tag
 from rlinfluence.selection import (
@@ -39,12 +39,19 @@ def make_buffer(rewards, dones, *, values=None, deltas=None, state_keys=None, ac
     zeros = np.zeros_like(rewards)
     values = zeros if values is None else values
     return RolloutBuffer(
-        obs=torch.zeros(T * n_envs, 1), actions=flat(zeros if actions is None else actions), log_probs=flat(zeros),
-        values=flat(values), rewards=flat(rewards), dones=flat(dones), advantages=flat(
-            zeros if advantages is None else advantages), returns=flat(zeros), deltas=flat(
-            zeros if deltas is None else deltas), env_index=flat(np.tile(np.arange(n_envs), (T, 1)), np.int64),
+        obs=torch.zeros(T * n_envs, 1),
+        actions=flat(zeros if actions is None else actions),
+        log_probs=flat(zeros),
+        values=flat(values),
+        rewards=flat(rewards),
+        dones=flat(dones),
+        advantages=flat(zeros if advantages is None else advantages),
+        returns=flat(zeros),
+        deltas=flat(zeros if deltas is None else deltas),
+        env_index=flat(np.tile(np.arange(n_envs), (T, 1)), np.int64),
         step=flat(np.tile(np.arange(T)[:, None], (1, n_envs)), np.int64),
-        state_keys=None if state_keys is None else flat(state_keys, np.int64))
+        state_keys=None if state_keys is None else flat(state_keys, np.int64),
+    )
 
 
 # ---------------------------------------------------------------- Monte-Carlo returns and advantages
@@ -61,7 +68,7 @@ def test_returns_to_go_stop_at_episode_ends_and_bootstrap_at_the_buffer_end():
     buffer = make_buffer(rewards, dones, values=values, deltas=deltas)
     returns = discounted_returns_to_go(buffer, GAMMA)
     env0 = [1 + GAMMA * 2, 2, GAMMA * (4 + GAMMA * 8), 4 + GAMMA * 8]
-    env1 = [GAMMA ** 3, GAMMA ** 2, GAMMA, 1]
+    env1 = [GAMMA**3, GAMMA**2, GAMMA, 1]
     np.testing.assert_allclose(returns, env0 + env1, rtol=1e-6)  # env-major record ids
 
 
@@ -88,8 +95,9 @@ def test_monte_carlo_advantages_on_a_real_frozenlake_buffer_match_a_plain_loop()
         returns[t] = running
     np.testing.assert_allclose(discounted_returns_to_go(buffer, 0.99), returns, rtol=1e-4, atol=1e-5)
     states, actions = buffer.state_keys.numpy(), buffer.actions.numpy()
-    expected = [returns[(states == s) & (actions == a)].mean() - returns[states == s].mean()
-                for s, a in zip(states, actions)]
+    expected = [
+        returns[(states == s) & (actions == a)].mean() - returns[states == s].mean() for s, a in zip(states, actions)
+    ]
     np.testing.assert_allclose(monte_carlo_advantages(buffer, 0.99), expected, rtol=1e-4, atol=1e-5)
     assert buffer.dones.sum() > 10 and (np.abs(expected) > 1e-6).any()
 
@@ -156,7 +164,7 @@ def test_advantage_needs_a_known_variant(variant):
 def test_rank_priorities_follow_the_per_formula():
     weights = rank_priorities(np.array([0.1, -4.0, 2.0, -0.1]), alpha=0.6)
     ranks = np.array([3, 1, 2, 4])  # by |δ|, largest first; the tie at 0.1 goes to the lower id
-    expected = ranks ** -0.6 / (ranks ** -0.6).sum()
+    expected = ranks**-0.6 / (ranks**-0.6).sum()
     np.testing.assert_allclose(weights, expected)
 
 

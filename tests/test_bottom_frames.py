@@ -20,16 +20,24 @@ FIG9 = next(output for output in SECTION4 if output.name == "fig9_bottom_frames_
 
 
 def test_bottom_frames_are_the_rounds_most_negative_records_with_their_observations(tmp_path, tiny_config):
-    common = ("env=frozenlake", "env.rounds=3", f"runs_root={tmp_path / 'runs'}",
-              f"figures.data_dir={tmp_path / 'data'}")
-    run_task(tiny_config(*common, "task=bottom_frames", "analysis.bottom_frames.rounds=[1,3]",
-                         "analysis.bottom_frames.bottom=5"))
+    common = (
+        "env=frozenlake",
+        "env.rounds=3",
+        f"runs_root={tmp_path / 'runs'}",
+        f"figures.data_dir={tmp_path / 'data'}",
+    )
+    run_task(
+        tiny_config(
+            *common, "task=bottom_frames", "analysis.bottom_frames.rounds=[1,3]", "analysis.bottom_frames.bottom=5"
+        )
+    )
     path, identity = analysis_output(tmp_path / "runs", "bottom_frames", ".npz")
     rows = read_frames(path)
     assert identity["env"] == "frozenlake" and identity["seed"] == 0
     # diagnose replays the same rounds of the same standard run and keeps every record's influence.
-    every = run_task(tiny_config(*common, "task=diagnose", "analysis.diagnose.rounds=[1,3]",
-                                 "analysis.diagnose.rollouts=2"))
+    every = run_task(
+        tiny_config(*common, "task=diagnose", "analysis.diagnose.rounds=[1,3]", "analysis.diagnose.rollouts=2")
+    )
     for k in (1, 3):
         bottom, buffer = rows[rows["round"] == k], every[every["round"] == k].set_index("record")
         assert len(bottom) == 5 and list(bottom["rank"]) == [64, 63, 62, 61, 60]
@@ -52,17 +60,31 @@ def test_fig9_is_drawn_from_the_committed_pong_frames_byte_for_byte(tmp_path):
         save_figure(FIG9.build(FIG9, rows), tmp_path / again)
     for suffix in FIGURE_SUFFIXES:
         committed = (REPO_ROOT / "paper_figures" / FIG9.name).with_suffix(suffix).read_bytes()
-        assert (tmp_path / "a").with_suffix(suffix).read_bytes() == (tmp_path / "b").with_suffix(suffix).read_bytes() \
+        assert (
+            (tmp_path / "a").with_suffix(suffix).read_bytes()
+            == (tmp_path / "b").with_suffix(suffix).read_bytes()
             == committed
+        )
 
 
 @pytest.mark.long
 def test_bottom_frames_on_pong_writes_stacked_uint8_frames(tmp_path, tiny_config):
     """About 2 min on one busy thread, most of it the two one-episode evaluations (round 0 and the last)."""
-    table = run_task(tiny_config("env=pong", "env.rounds=1", "env.n_steps=16", "ppo.batch_size=64",
-                                 "eval.episodes=1", "eval.n_parallel=1", "task=bottom_frames",
-                                 "analysis.bottom_frames.rounds=[1]", "analysis.bottom_frames.bottom=3",
-                                 f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}"))
+    table = run_task(
+        tiny_config(
+            "env=pong",
+            "env.rounds=1",
+            "env.n_steps=16",
+            "ppo.batch_size=64",
+            "eval.episodes=1",
+            "eval.n_parallel=1",
+            "task=bottom_frames",
+            "analysis.bottom_frames.rounds=[1]",
+            "analysis.bottom_frames.bottom=3",
+            f"runs_root={tmp_path / 'runs'}",
+            f"figures.data_dir={tmp_path / 'data'}",
+        )
+    )
     rows = read_frames(analysis_output(tmp_path / "runs", "bottom_frames", ".npz")[0])
     assert list(rows["rank"]) == [128, 127, 126] and rows["influence"].is_monotonic_increasing
     np.testing.assert_array_equal(rows["influence"], table["influence"])

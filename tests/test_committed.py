@@ -18,13 +18,13 @@ import rlinfluence as rlinfluence_package
 from conftest import cli_refusal
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.config.schema import ConfigError
+from rlinfluence.figures.analysis_data import documented_identities
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
-from rlinfluence.figures.runs import read_tidy_csv
-from rlinfluence.figures.analysis_data import documented_identities
 from rlinfluence.figures.requirements import FigureData
+from rlinfluence.figures.runs import read_tidy_csv
 
 COMMITTED = REPO_ROOT / "paper_figures"
 PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episodes=10", "seed=0", "method=iif"]
@@ -33,13 +33,17 @@ PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episode
 def rlinfluence(*overrides: str, cwd: Path) -> subprocess.CompletedProcess:
     """The CLI of the package under test, wherever `cwd` is."""
     env = {**os.environ, "PYTHONPATH": str(Path(rlinfluence_package.__file__).parents[1])}
-    return subprocess.run([sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True,
-                          timeout=600, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True, timeout=600, cwd=cwd, env=env
+    )
 
 
 def fingerprint(directory: Path) -> dict[str, str]:
-    return {str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(directory.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +71,9 @@ def test_every_committed_control_row_carries_a_config_hash_whose_settings_are_kn
 
 def test_every_committed_analysis_carries_the_identity_of_the_command_its_figure_documents():
     documented = documented_identities(COMMITTED / "data", OUTPUTS)
-    assert sorted(documented) == sorted(path for path in (COMMITTED / "data" / "analyses").glob("*/*")
-                                        if path.suffix in (".csv", ".npz"))
+    assert sorted(documented) == sorted(
+        path for path in (COMMITTED / "data" / "analyses").glob("*/*") if path.suffix in (".csv", ".npz")
+    )
     for path, identity in documented.items():
         assert read_identity(path) == identity, path
 
@@ -92,8 +97,10 @@ def test_replacing_on_purpose_says_what_it_replaces_and_keeps_every_other_row(pr
     [line], [digest] = refresh.replaced, refresh.settings  # the fresh run's hash, and only it, is new
     frozenlake = committed[committed["env"] == "frozenlake"]
     n_runs = len(frozenlake.drop_duplicates(["method_tag", "protocol", "seed"]))
-    assert line == (f"{data_copy / 'main.csv'}: {n_runs} committed run(s) of main/frozenlake (config_hash default) "
-                    f"replaced by 1 run(s) of {probe_runs} (config_hash {digest})")
+    assert line == (
+        f"{data_copy / 'main.csv'}: {n_runs} committed run(s) of main/frozenlake (config_hash default) "
+        f"replaced by 1 run(s) of {probe_runs} (config_hash {digest})"
+    )
     refresh.write()
     merged = read_tidy_csv(data_copy / "main.csv")
     others = merged[merged["env"] != "frozenlake"].reset_index(drop=True)
@@ -106,20 +113,30 @@ def test_replacing_on_purpose_says_what_it_replaces_and_keeps_every_other_row(pr
 
 def test_a_replace_naming_nothing_to_refresh_is_refused(probe_runs, data_copy, tmp_path):
     before = fingerprint(data_copy)
-    with pytest.raises(ConfigError,
-                       match=r"figures.replace=main/frozenlak names nothing .* \(there: main/frozenlake\)"):
+    with pytest.raises(
+        ConfigError, match=r"figures.replace=main/frozenlak names nothing .* \(there: main/frozenlake\)"
+    ):
         regenerate(data_copy, tmp_path / "out", probe_runs, {"main/frozenlak"})
-    with pytest.raises(ConfigError,
-                       match="figures.replace=main/frozenlake replaces .* figures.runs_root, which is not set"):
+    with pytest.raises(
+        ConfigError, match="figures.replace=main/frozenlake replaces .* figures.runs_root, which is not set"
+    ):
         regenerate(data_copy, tmp_path / "out", None, {"main/frozenlake"})
     assert fingerprint(data_copy) == before and (data_copy / SETTINGS).exists() and not (tmp_path / "out").exists()
 
 
 # ----------------------------------------------------------------------------- analyses are runs too
 
-TIMELINE = ["task=timeline", "env=acrobot", "seed=0", "env.rounds=3", "env.n_steps=128",
-            "eval.episodes=2", "analysis.timeline.top=5", "analysis.timeline.neighbours=5",
-            "analysis.timeline.phases=1"]
+TIMELINE = [
+    "task=timeline",
+    "env=acrobot",
+    "seed=0",
+    "env.rounds=3",
+    "env.n_steps=128",
+    "eval.episodes=2",
+    "analysis.timeline.top=5",
+    "analysis.timeline.neighbours=5",
+    "analysis.timeline.phases=1",
+]
 FIG10 = COMMITTED / "data" / "analyses" / "timeline" / "acrobot-seed0.csv"
 
 
@@ -140,8 +157,10 @@ def test_a_timeline_run_from_the_repo_root_leaves_the_committed_fig10_data_untou
     before = fingerprint(COMMITTED)
     result = rlinfluence("task=figures", f"figures.runs_root={timeline_runs}", cwd=REPO_ROOT)
     line = cli_refusal(result)
-    assert line.startswith(f"rlinfluence: {output} would replace {FIG10}, made with analysis.timeline.neighbours=20, "
-                           f"this has analysis.timeline.neighbours=5 (6 setting(s) differ)")  # the 6 of TIMELINE
+    assert line.startswith(
+        f"rlinfluence: {output} would replace {FIG10}, made with analysis.timeline.neighbours=20, "
+        f"this has analysis.timeline.neighbours=5 (6 setting(s) differ)"
+    )  # the 6 of TIMELINE
     assert line.endswith("figures.replace=[analyses/timeline/acrobot]")
     assert fingerprint(COMMITTED) == before
 
@@ -155,6 +174,8 @@ def test_a_figure_never_draws_from_an_analysis_made_with_other_settings(timeline
     assert line.startswith(f"{data_copy / 'analyses' / 'timeline' / 'acrobot-seed0.csv'} (config_hash ")
     refresh.write()
     [shortfall] = fig10.shortfalls(data).values()
-    assert shortfall.startswith("analyses/timeline/acrobot: needs 1 seeds, has 0; not drawn, made with other settings "
-                                "than its command: acrobot-seed0.csv: analysis.timeline.neighbours=5, this has "
-                                "analysis.timeline.neighbours=20 (")
+    assert shortfall.startswith(
+        "analyses/timeline/acrobot: needs 1 seeds, has 0; not drawn, made with other settings "
+        "than its command: acrobot-seed0.csv: analysis.timeline.neighbours=5, this has "
+        "analysis.timeline.neighbours=20 ("
+    )

@@ -19,8 +19,10 @@ from rlinfluence.run.rundir import relative_run_dir, run_dir
 
 GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher", "model"]
 # Options that need extra values before they can run.
-REQUIRED_EXTRAS = {("target", "action"): [f"target.state=[{','.join(['1'] + ['0'] * 15)}]", "target.action=[0]"],
-                   ("method", "advantage"): ["method.variant=h1"]}
+REQUIRED_EXTRAS = {
+    ("target", "action"): [f"target.state=[{','.join(['1'] + ['0'] * 15)}]", "target.action=[0]"],
+    ("method", "advantage"): ["method.variant=h1"],
+}
 # Options of the language-model path, composed with the offline LM env.
 LM_OPTIONS = {("target", "seq"), ("model", "tiny"), ("model", "gpt_neo_125m"), ("model", "gpt_neo_2p7b")}
 # Options that name a Hugging Face model or data set (refused in one line on a machine without it).
@@ -49,8 +51,13 @@ def test_every_group_option_composes_and_validates(group, option):
 
 def test_defaults_are_the_paper_frozenlake_iif_setting():
     cfg = compose_config([])
-    assert (cfg.env.name, cfg.method.name, cfg.method.p, cfg.optimizer.name, cfg.optimizer.lr) == \
-        ("frozenlake", "iif", 50, "sgd", 5e-3)
+    assert (cfg.env.name, cfg.method.name, cfg.method.p, cfg.optimizer.name, cfg.optimizer.lr) == (
+        "frozenlake",
+        "iif",
+        50,
+        "sgd",
+        5e-3,
+    )
     assert (cfg.env.n_steps, cfg.env.rounds, cfg.ppo.batch_size, cfg.ppo.n_epochs) == (2048, 50, 64, 10)
     assert cfg.logger.mode == "offline"
 
@@ -66,20 +73,23 @@ def test_run_dir_is_deterministic_and_names_the_run():
     assert run_dir(cfg) == Path("runs/default/acrobot/sgd/random-p50/seed3")
 
 
-@pytest.mark.parametrize("overrides,key", [
-    (["method.p=150"], "method.p"),
-    (["method.p=0"], "method.p"),
-    (["method=random", "method.p=-5"], "method.p"),
-    (["env.rounds=-1"], "env.rounds"),
-    (["env.n_steps=0"], "env.n_steps"),
-    (["ppo.batch_size=0"], "ppo.batch_size"),
-    (["optimizer.lr=-0.1"], "optimizer.lr"),
-    (["logger.mode=cloud"], "logger.mode"),
-    (["eval.episodes=0"], "eval.episodes"),
-    (["target=action"], "target.state"),
-    (["task=plot"], "task"),
-    (["device=tpu"], "device"),
-])
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["method.p=150"], "method.p"),
+        (["method.p=0"], "method.p"),
+        (["method=random", "method.p=-5"], "method.p"),
+        (["env.rounds=-1"], "env.rounds"),
+        (["env.n_steps=0"], "env.n_steps"),
+        (["ppo.batch_size=0"], "ppo.batch_size"),
+        (["optimizer.lr=-0.1"], "optimizer.lr"),
+        (["logger.mode=cloud"], "logger.mode"),
+        (["eval.episodes=0"], "eval.episodes"),
+        (["target=action"], "target.state"),
+        (["task=plot"], "task"),
+        (["device=tpu"], "device"),
+    ],
+)
 def test_bad_values_raise_one_line_naming_the_key(overrides, key):
     assert key in config_refusal(*overrides)
 
@@ -117,10 +127,16 @@ def test_misspelt_key_is_rejected():
 
 
 def test_cli_reports_bad_value_in_one_line_and_writes_nothing(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "rlinfluence", "method.p=150", f"runs_root={tmp_path}",
-                             "logger=disabled"], capture_output=True, text=True, timeout=120)
-    assert cli_refusal(result) == ("rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
-                                   "(percent of negative-influence records to drop)")
+    result = subprocess.run(
+        [sys.executable, "-m", "rlinfluence", "method.p=150", f"runs_root={tmp_path}", "logger=disabled"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli_refusal(result) == (
+        "rlinfluence: config error: method.p=150.0 must be in (0, 100] or auto "
+        "(percent of negative-influence records to drop)"
+    )
     assert not any(tmp_path.iterdir())
 
 
@@ -137,8 +153,9 @@ finally:
 
 def test_a_training_command_imports_no_plotting_or_analysis_code(tmp_path):
     tiny_run = [f"runs_root={tmp_path}", "debug=smoke", "env.rounds=1"]
-    result = subprocess.run([sys.executable, "-c", IMPORT_PROBE, *tiny_run], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, *tiny_run], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert next(tmp_path.rglob("DONE"))  # it trained
     assert result.stdout.strip().splitlines()[-1] == "[]"

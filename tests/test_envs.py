@@ -22,8 +22,13 @@ from rlinfluence.targets import ActionTarget, ReturnTarget
 # on every seeded reset, ~0.2 s), and BipedalWalker's 1,600-step episodes of a policy that stands still.
 SHRINK = {
     "highway": ["env.n_steps=16", "ppo.batch_size=8", "+env.make_kwargs.config.duration=4", "eval.episodes=1"],
-    "pong": ["env.n_envs=2", "env.n_steps=16", "ppo.batch_size=16", "+env.make_kwargs.max_episode_steps=200",
-             "eval.episodes=1"],
+    "pong": [
+        "env.n_envs=2",
+        "env.n_steps=16",
+        "ppo.batch_size=16",
+        "+env.make_kwargs.max_episode_steps=200",
+        "eval.episodes=1",
+    ],
     "bipedalwalker": ["+env.make_kwargs.max_episode_steps=50"],
 }
 
@@ -35,11 +40,14 @@ def env_config(env: str, *overrides: str):
 # ---------------------------------------------------------------- settings and spaces
 
 
-@pytest.mark.parametrize("env,obs_shape,obs_dtype,action_space", [
-    ("highway", (5, 5), np.float32, gym.spaces.Discrete(5)),
-    ("bipedalwalker", (24,), np.float32, gym.spaces.Box(-1, 1, (4,), np.float32)),
-    ("pong", (4, 84, 84), np.uint8, gym.spaces.Discrete(6)),
-])
+@pytest.mark.parametrize(
+    "env,obs_shape,obs_dtype,action_space",
+    [
+        ("highway", (5, 5), np.float32, gym.spaces.Discrete(5)),
+        ("bipedalwalker", (24,), np.float32, gym.spaces.Box(-1, 1, (4,), np.float32)),
+        ("pong", (4, 84, 84), np.uint8, gym.spaces.Discrete(6)),
+    ],
+)
 def test_env_spaces(env, obs_shape, obs_dtype, action_space):
     made = make_env(compose_config([f"env={env}"]).env)
     obs, _ = made.reset(seed=0)
@@ -61,10 +69,19 @@ def test_highway_is_the_papers_task_at_5_hz():
 def test_pong_is_the_zoo_atari_setup():
     cfg = compose_config(["env=pong"])
     assert (cfg.env.n_envs, cfg.env.n_steps, cfg.ppo.batch_size, cfg.ppo.n_epochs) == (8, 128, 256, 4)
-    assert (cfg.optimizer.name, cfg.optimizer.lr, cfg.ppo.clip_range, cfg.ppo.ent_coef, cfg.ppo.vf_coef) == \
-        ("adam", 2.5e-4, 0.1, 0.01, 0.5)
-    model = ActorCritic(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6), cfg.env.network,
-                        torch.Generator().manual_seed(0))
+    assert (cfg.optimizer.name, cfg.optimizer.lr, cfg.ppo.clip_range, cfg.ppo.ent_coef, cfg.ppo.vf_coef) == (
+        "adam",
+        2.5e-4,
+        0.1,
+        0.01,
+        0.5,
+    )
+    model = ActorCritic(
+        gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+        gym.spaces.Discrete(6),
+        cfg.env.network,
+        torch.Generator().manual_seed(0),
+    )
     assert sum(p.numel() for p in model.parameters()) == 1_687_719  # SB3's CnnPolicy on Pong has the same count
     # The frame stack moves: after a step the newest frame differs from the oldest.
     env = make_env(cfg.env)
@@ -158,8 +175,9 @@ def test_envs_without_a_state_key_store_none():
 def real_buffer(env: str, n_steps: int, *overrides: str):
     cfg = env_config(env, f"env.n_steps={n_steps}", *overrides)
     envs = TrainEnvs(cfg.env, np.random.SeedSequence(1))
-    model = ActorCritic(envs.observation_space, envs.action_space, cfg.env.network, torch_generator(
-        np.random.SeedSequence(2)))
+    model = ActorCritic(
+        envs.observation_space, envs.action_space, cfg.env.network, torch_generator(np.random.SeedSequence(2))
+    )
     if hasattr(model.action_head, "log_std"):  # away from the init value, so its gradient is exercised
         with torch.no_grad():
             model.action_head.log_std.copy_(torch.tensor([-0.5, 0.2, -1.0, 0.4]))
@@ -175,31 +193,41 @@ def assert_exact(fast, slow):
 
 def test_gaussian_policy_influence_matches_the_per_record_reference_on_bipedalwalker():
     cfg, model, buffer = real_buffer("bipedalwalker", 64, "ppo.ent_coef=0.01")
-    assert_exact(influence_scores(model, buffer, ReturnTarget(), cfg.ppo, chunk_size=24),
-                 reference_scores(model, buffer, ReturnTarget(), cfg.ppo))
+    assert_exact(
+        influence_scores(model, buffer, ReturnTarget(), cfg.ppo, chunk_size=24),
+        reference_scores(model, buffer, ReturnTarget(), cfg.ppo),
+    )
     target = ActionTarget(state=buffer.obs[5].tolist(), action=[0.5, -0.5, 0.0, 1.0])
     assert_exact(influence_scores(model, buffer, target, cfg.ppo), reference_scores(model, buffer, target, cfg.ppo))
 
 
 def test_nature_cnn_influence_matches_the_per_record_reference_on_pong():
     cfg, model, buffer = real_buffer("pong", 6)  # 2 envs x 6 steps
-    assert_exact(influence_scores(model, buffer, ReturnTarget(), cfg.ppo, chunk_size=5),
-                 reference_scores(model, buffer, ReturnTarget(), cfg.ppo))
+    assert_exact(
+        influence_scores(model, buffer, ReturnTarget(), cfg.ppo, chunk_size=5),
+        reference_scores(model, buffer, ReturnTarget(), cfg.ppo),
+    )
 
 
 # ---------------------------------------------------------------- every env x method pair runs
 
-MAIN = [(env, [f"method={m}"]) for env in ("frozenlake", "acrobot", "minigrid", "highway", "lunarlander",
-                                              "bipedalwalker") for m in ("ppo", "iif", "random")]
+MAIN = [
+    (env, [f"method={m}"])
+    for env in ("frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker")
+    for m in ("ppo", "iif", "random")
+]
 ADAM = [(env, [f"method={m}", "optimizer=adam"]) for env in ("minigrid", "lunarlander") for m in ("ppo", "iif")]
-HEURISTICS = ([(env, ["method=advantage", f"method.variant={v}"]) for env in ("frozenlake", "minigrid")
-               for v in ("h1", "h2")]
-              + [(env, ["method=td_error"]) for env in ("frozenlake", "lunarlander", "bipedalwalker")])
+HEURISTICS = [
+    (env, ["method=advantage", f"method.variant={v}"]) for env in ("frozenlake", "minigrid") for v in ("h1", "h2")
+] + [(env, ["method=td_error"]) for env in ("frozenlake", "lunarlander", "bipedalwalker")]
 PONG = [("pong", [f"method={m}"]) for m in ("ppo", "iif")]
 
 
-@pytest.mark.parametrize("env,overrides", MAIN + ADAM + HEURISTICS + PONG,
-                         ids=lambda x: x if isinstance(x, str) else "-".join(o.split("=")[1] for o in x))
+@pytest.mark.parametrize(
+    "env,overrides",
+    MAIN + ADAM + HEURISTICS + PONG,
+    ids=lambda x: x if isinstance(x, str) else "-".join(o.split("=")[1] for o in x),
+)
 def test_env_method_pair_runs_two_rounds(tmp_path, env, overrides):
     cfg = env_config(env, *overrides)
     summary = run_task(cfg, tmp_path)

@@ -10,22 +10,25 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from rlinfluence.figures.catalogue import RUN_OUTPUTS
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.config.validation import validate
+from rlinfluence.figures.catalogue import RUN_OUTPUTS
 from rlinfluence.launch.manifest import expand_sweep
 from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
-PAPER_P = {"frozenlake": 50, "acrobot": 50, "minigrid": 12.5, "highway": 50, "lunarlander": 12.5,
-           "bipedalwalker": 6.25}
+PAPER_P = {"frozenlake": 50, "acrobot": 50, "minigrid": 12.5, "highway": 50, "lunarlander": 12.5, "bipedalwalker": 6.25}
 
 
 def runs(envs, tags, seeds, optimizer=None):
     """(env, optimizer, method_tag, seed) of a product; '{p}' in a tag is the env's paper p."""
-    return {(env, optimizer or ("adam" if env == "bipedalwalker" else "sgd"), tag.format(p=f"{PAPER_P[env]:g}"), seed)
-            for env in envs for tag in tags for seed in range(seeds)}
+    return {
+        (env, optimizer or ("adam" if env == "bipedalwalker" else "sgd"), tag.format(p=f"{PAPER_P[env]:g}"), seed)
+        for env in envs
+        for tag in tags
+        for seed in range(seeds)
+    }
 
 
 EXPECTED = {
@@ -34,35 +37,68 @@ EXPECTED = {
     "adam": runs(["minigrid", "lunarlander"], ["ppo", "iif-p{p}"], 5, optimizer="adam"),
     # The hash is of influence.preconditioner=adam, the one setting off the env's defaults.
     "adam_preconditioner": runs(["minigrid", "lunarlander"], ["iif-p{p}-3a5012"], 3, optimizer="adam"),
-    "heuristics_advantage": runs(["frozenlake", "minigrid"],
-                                 ["ppo", "iif-p{p}", "advantage-h1-p{p}", "advantage-h2-p{p}"], 3),
+    "heuristics_advantage": runs(
+        ["frozenlake", "minigrid"], ["ppo", "iif-p{p}", "advantage-h1-p{p}", "advantage-h2-p{p}"], 3
+    ),
     "heuristics_td_error": runs(["frozenlake", "lunarlander"], ["ppo", "iif-p{p}", "td_error"], 3),
-    "protocol": runs(["frozenlake", "acrobot", "minigrid"],
-                     ["iif-p{p}", "ppo", "random-p{p}", "iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 10),
-    "protocol_parts": runs(["acrobot", "frozenlake"], [f"{tag}-{part}" for tag in ("iif-p{p}", "ppo")
-                                                       for part in ("abandon", "samestarts", "samenoise")], 10),
+    "protocol": runs(
+        ["frozenlake", "acrobot", "minigrid"],
+        ["iif-p{p}", "ppo", "random-p{p}", "iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"],
+        10,
+    ),
+    "protocol_parts": runs(
+        ["acrobot", "frozenlake"],
+        [f"{tag}-{part}" for tag in ("iif-p{p}", "ppo") for part in ("abandon", "samestarts", "samenoise")],
+        10,
+    ),
     "collapse": runs(["frozenlake"], ["iif-p{p}", "iif-p{p}-paper"], 30),
     "protocol_lunarlander": runs(["lunarlander"], ["iif-p{p}-paper", "ppo-paper", "random-p{p}-paper"], 5),
     "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
     "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
     "robust_guard_frozenlake": {("frozenlake", "sgd", "iif_guard-p50", seed) for seed in range(30, 35)},
 }
-JOB_COUNTS = {"main": 90, "p_ablation": 72, "adam": 20, "adam_preconditioner": 6,
-              "heuristics_advantage": 24, "heuristics_td_error": 18,
-              "protocol": 180, "protocol_parts": 120, "collapse": 60, "protocol_lunarlander": 15,
-              "robust": 60, "robust_collapse": 90, "robust_guard_frozenlake": 5}
+JOB_COUNTS = {
+    "main": 90,
+    "p_ablation": 72,
+    "adam": 20,
+    "adam_preconditioner": 6,
+    "heuristics_advantage": 24,
+    "heuristics_td_error": 18,
+    "protocol": 180,
+    "protocol_parts": 120,
+    "collapse": 60,
+    "protocol_lunarlander": 15,
+    "robust": 60,
+    "robust_collapse": 90,
+    "robust_guard_frozenlake": 5,
+}
 # Which paper result each overlay feeds (its header comment must say so).
-FEEDS = {"main": ["Fig. 6", "Table 4", "Table 5"], "p_ablation": ["Table 2", "Fig. 14"],
-         "adam": ["Table 3", "Fig. 15"], "adam_preconditioner": ["Table 3"],
-         "heuristics_advantage": ["Fig. 12"], "heuristics_td_error": ["Fig. 13"],
-         "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
-         "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"], "collapse": ["collapse_frozenlake"],
-         "protocol_lunarlander": ["protocol_comparison_lunarlander"], "robust": ["robust_efficiency", "robust_curves"],
-         "robust_collapse": ["robust_collapse_frozenlake"], "robust_guard_frozenlake": ["robust IIF"]}
+FEEDS = {
+    "main": ["Fig. 6", "Table 4", "Table 5"],
+    "p_ablation": ["Table 2", "Fig. 14"],
+    "adam": ["Table 3", "Fig. 15"],
+    "adam_preconditioner": ["Table 3"],
+    "heuristics_advantage": ["Fig. 12"],
+    "heuristics_td_error": ["Fig. 13"],
+    "protocol": ["protocol_comparison", "protocol_curves", "collapse_acrobot"],
+    "protocol_parts": ["protocol_parts_acrobot", "protocol_parts_frozenlake"],
+    "collapse": ["collapse_frozenlake"],
+    "protocol_lunarlander": ["protocol_comparison_lunarlander"],
+    "robust": ["robust_efficiency", "robust_curves"],
+    "robust_collapse": ["robust_collapse_frozenlake"],
+    "robust_guard_frozenlake": ["robust IIF"],
+}
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
-EXPERIMENT_NAME = {"protocol": "main", "protocol_parts": "main", "collapse": "main", "protocol_lunarlander": "main",
-                   "robust": "main", "robust_collapse": "main", "robust_guard_frozenlake": "main"}
+EXPERIMENT_NAME = {
+    "protocol": "main",
+    "protocol_parts": "main",
+    "collapse": "main",
+    "protocol_lunarlander": "main",
+    "robust": "main",
+    "robust_collapse": "main",
+    "robust_guard_frozenlake": "main",
+}
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 
 
@@ -134,10 +170,15 @@ def test_every_figure_finds_its_runs_in_an_overlay(jobs, output):
     the one the figure names is among them."""
     assert output.runs.overlay in writers(jobs, output.runs.experiment)
     for arm in output.runs.arms:
-        launched = {(c.env.name, method_tag(c.method) + ("" if protocol_tag(c) == "clean" else f"-{protocol_tag(c)}"),
-                     c.seed) for overlay in writers(jobs, output.runs.experiment_of(arm))
-                    for c in jobs[overlay]}
-        needed = {(env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
-                  for env in output.runs.envs for protocol in output.runs.protocols
-                  for seed in range(output.runs.seeds)}
+        launched = {
+            (c.env.name, method_tag(c.method) + ("" if protocol_tag(c) == "clean" else f"-{protocol_tag(c)}"), c.seed)
+            for overlay in writers(jobs, output.runs.experiment_of(arm))
+            for c in jobs[overlay]
+        }
+        needed = {
+            (env, arm.tag_for(env) + ("" if protocol == "clean" else f"-{protocol}"), seed)
+            for env in output.runs.envs
+            for protocol in output.runs.protocols
+            for seed in range(output.runs.seeds)
+        }
         assert needed <= launched

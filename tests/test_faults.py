@@ -19,8 +19,9 @@ from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import ppo_update
 
 
-def test_wandb_online_without_network_is_reported_once_and_training_continues(tmp_path, tiny_config, capfd,
-                                                                               monkeypatch):
+def test_wandb_online_without_network_is_reported_once_and_training_continues(
+    tmp_path, tiny_config, capfd, monkeypatch
+):
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a key, but no network to reach the server
     monkeypatch.delenv("WANDB_MODE", raising=False)
     summary = run_task(tiny_config("logger=wandb", "logger.mode=online", "logger.init_timeout=2"), tmp_path)
@@ -39,8 +40,9 @@ def trainer_and_buffer(tiny_config):
 
 
 def update(trainer, buffer, keep) -> dict[str, float]:
-    return ppo_update(trainer.model, trainer.optimizer, buffer, Selection(keep), PPOConfig(batch_size=32),
-                      np.random.default_rng(0))
+    return ppo_update(
+        trainer.model, trainer.optimizer, buffer, Selection(keep), PPOConfig(batch_size=32), np.random.default_rng(0)
+    )
 
 
 def all_finite(stats: dict[str, float]) -> bool:

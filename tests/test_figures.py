@@ -8,17 +8,16 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from rlinfluence.run.checkpoint import RunDirError
+from conftest import write_analyses, write_authors_runs, write_lm_runs
 from rlinfluence.control.evaluation import is_eval_round
-from rlinfluence.figures import main_from_config, paper, regenerate, tidy_from_runs
-from rlinfluence.figures import catalogue
+from rlinfluence.figures import catalogue, main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures.catalogue import RUN_OUTPUTS as OUTPUTS
 from rlinfluence.figures.formatting import pm_over_seeds
-from rlinfluence.figures.requirements import FigureData
-from conftest import write_analyses, write_authors_runs, write_lm_runs
 from rlinfluence.figures.regenerate import refresh_from_runs
 from rlinfluence.figures.render import latex_table
+from rlinfluence.figures.requirements import FigureData
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, scan_runs
+from rlinfluence.run.checkpoint import RunDirError
 
 # Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
 # standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,
@@ -30,9 +29,18 @@ OTHER_CURVE = [0, 0.5, 1, 1.5, 2]
 TIMES = {"ppo": (1.0, 0.0, 2.0), "iif": (1.0, 0.5, 1.0)}
 
 
-def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: bool = True,
-              curve: list[float] | None = None, protocol: str = "clean", eval_every: int = 1,
-              config_hash: str | None = None) -> Path:
+def write_run(
+    root: Path,
+    experiment: str,
+    env: str,
+    tag: str,
+    seed: int,
+    done: bool = True,
+    curve: list[float] | None = None,
+    protocol: str = "clean",
+    eval_every: int = 1,
+    config_hash: str | None = None,
+) -> Path:
     """One run directory following the core's contract (metrics.csv, summary.json, DONE); with
     `eval_every` > 1 the rounds a run with eval.every does not evaluate have no test return;
     `config_hash` is that of its non-default settings (None: all default)."""
@@ -47,30 +55,62 @@ def write_run(root: Path, experiment: str, env: str, tag: str, seed: int, done: 
     (run_dir / ".hydra" / "config.yaml").write_text(f"seed: {seed}\n")
     rounds = range(len(curve))
     trained = [k > 0 for k in rounds]  # round 0 only evaluates the initial policy
-    pd.DataFrame({
-        "round": rounds, "env_steps": [2048 * k for k in rounds], "test_return": curve,
-        "test_return_sem": 0.1, "eval_episodes": 100, "n_records": 2048, "n_kept": 2000,
-        "n_negative": 100, "kept_fraction": 2000 / 2048, "policy_loss": 0.0, "value_loss": 0.0,
-        "entropy": 1.0, "approx_kl": 0.0, "clip_fraction": 0.0,
-        "time_collect": [collect * t for t in trained], "time_influence": [influence * t for t in trained],
-        "time_select": [0.1 * t for t in trained], "time_update": [update * t for t in trained],
-        "time_eval": 7.0,
-    }).to_csv(run_dir / "metrics.csv", index=False)
-    (run_dir / "summary.json").write_text(json.dumps({
-        "experiment": experiment, "env": env, "method": method, "method_tag": tag,
-        "p": float(p) if p not in ("", "auto") else None, "optimizer": "sgd", "protocol": protocol,
-        "config_hash": config_hash, "seed": seed, "rounds": len(curve) - 1, "rounds_completed": len(curve) - 1,
-        "final_test_return": curve[-1], "done": done,
-    }))
+    pd.DataFrame(
+        {
+            "round": rounds,
+            "env_steps": [2048 * k for k in rounds],
+            "test_return": curve,
+            "test_return_sem": 0.1,
+            "eval_episodes": 100,
+            "n_records": 2048,
+            "n_kept": 2000,
+            "n_negative": 100,
+            "kept_fraction": 2000 / 2048,
+            "policy_loss": 0.0,
+            "value_loss": 0.0,
+            "entropy": 1.0,
+            "approx_kl": 0.0,
+            "clip_fraction": 0.0,
+            "time_collect": [collect * t for t in trained],
+            "time_influence": [influence * t for t in trained],
+            "time_select": [0.1 * t for t in trained],
+            "time_update": [update * t for t in trained],
+            "time_eval": 7.0,
+        }
+    ).to_csv(run_dir / "metrics.csv", index=False)
+    (run_dir / "summary.json").write_text(
+        json.dumps(
+            {
+                "experiment": experiment,
+                "env": env,
+                "method": method,
+                "method_tag": tag,
+                "p": float(p) if p not in ("", "auto") else None,
+                "optimizer": "sgd",
+                "protocol": protocol,
+                "config_hash": config_hash,
+                "seed": seed,
+                "rounds": len(curve) - 1,
+                "rounds_completed": len(curve) - 1,
+                "final_test_return": curve[-1],
+                "done": done,
+            }
+        )
+    )
     if done:
         (run_dir / "DONE").touch()
     return run_dir
 
 
 def write_every_needed_run(root: Path) -> None:
-    needed = {(o.runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
-              for o in OUTPUTS for env in o.runs.envs for arm in o.runs.arms for seed in range(o.runs.seeds)
-              for protocol in o.runs.protocols}
+    needed = {
+        (o.runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
+        for o in OUTPUTS
+        for env in o.runs.envs
+        for arm in o.runs.arms
+        for seed in range(o.runs.seeds)
+        for protocol in o.runs.protocols
+    }
     for experiment, env, tag, seed, protocol in sorted(needed):
         # BipedalWalker's committed runs evaluate every 5th round (CPU_EVALUATION); here every 2nd of 4.
         write_run(root, experiment, env, tag, seed, protocol=protocol, eval_every=2 if env == "bipedalwalker" else 1)
@@ -99,29 +139,75 @@ def made(tmp_path_factory):
     return results, root / "data", root / "out"
 
 
-FIGURES = ["fig6a_learning_curves", "fig12_advantage_heuristics", "fig13_td_error", "fig14_p_ablation",
-           "fig15_adam", "protocol_curves", "fig3a_bottom_records", "fig8_bottom_records_rounds",
-           "fig3c_advantage_error_frozenlake", "fig3c_advantage_error_minigrid", "fig3d_advantage_product_frozenlake",
-           "fig3d_advantage_product_minigrid", "fig5_intervention", "fig11_intervention_random",
-           "fig3b_bottom_views_minigrid", "fig9_bottom_frames_pong", "robust_curves",
-           "counterfactual_scatter", "fig10_timeline_acrobot", "fig4_timeline_highway",
-           "fig7_rlhf", "fig16_rlhf_targets", "fig7_rlhf_tiny", "fig16_rlhf_targets_tiny",
-           "aggregates_profiles", "aggregates_iqm_curves", "fidelity_three_way_curves"]
-TABLES = ["fig6b_efficiency", "table2_p_ablation", "table3_adam", "table4_final_return_ci", "table5_runtime",
-          "protocol_comparison", "protocol_comparison_lunarlander", "protocol_parts_acrobot",
-          "protocol_parts_frozenlake", "collapse_frozenlake", "collapse_acrobot", "diagnosis_spearman",
-          "intervention_summary", "intervention_at_iif_p", "robust_collapse_frozenlake", "robust_efficiency",
-          "robust_auto_vs_p", "robust_stall_acrobot",
-          "table3_adam_preconditioner", "counterfactual_correlations", "table6_rlhf_runtime",
-          "table6_rlhf_runtime_tiny", "fig12_efficiency", "fig13_efficiency", "eval_cadence", "fig6b_robust",
-          "aggregates_improvement", "fidelity_three_way", "fidelity_alignment", "fidelity_alignment_ours"]
+FIGURES = [
+    "fig6a_learning_curves",
+    "fig12_advantage_heuristics",
+    "fig13_td_error",
+    "fig14_p_ablation",
+    "fig15_adam",
+    "protocol_curves",
+    "fig3a_bottom_records",
+    "fig8_bottom_records_rounds",
+    "fig3c_advantage_error_frozenlake",
+    "fig3c_advantage_error_minigrid",
+    "fig3d_advantage_product_frozenlake",
+    "fig3d_advantage_product_minigrid",
+    "fig5_intervention",
+    "fig11_intervention_random",
+    "fig3b_bottom_views_minigrid",
+    "fig9_bottom_frames_pong",
+    "robust_curves",
+    "counterfactual_scatter",
+    "fig10_timeline_acrobot",
+    "fig4_timeline_highway",
+    "fig7_rlhf",
+    "fig16_rlhf_targets",
+    "fig7_rlhf_tiny",
+    "fig16_rlhf_targets_tiny",
+    "aggregates_profiles",
+    "aggregates_iqm_curves",
+    "fidelity_three_way_curves",
+]
+TABLES = [
+    "fig6b_efficiency",
+    "table2_p_ablation",
+    "table3_adam",
+    "table4_final_return_ci",
+    "table5_runtime",
+    "protocol_comparison",
+    "protocol_comparison_lunarlander",
+    "protocol_parts_acrobot",
+    "protocol_parts_frozenlake",
+    "collapse_frozenlake",
+    "collapse_acrobot",
+    "diagnosis_spearman",
+    "intervention_summary",
+    "intervention_at_iif_p",
+    "robust_collapse_frozenlake",
+    "robust_efficiency",
+    "robust_auto_vs_p",
+    "robust_stall_acrobot",
+    "table3_adam_preconditioner",
+    "counterfactual_correlations",
+    "table6_rlhf_runtime",
+    "table6_rlhf_runtime_tiny",
+    "fig12_efficiency",
+    "fig13_efficiency",
+    "eval_cadence",
+    "fig6b_robust",
+    "aggregates_improvement",
+    "fidelity_three_way",
+    "fidelity_alignment",
+    "fidelity_alignment_ours",
+]
 
 
 def test_every_output_is_made_with_its_files(made):
     results, _, out_dir = made
     assert sorted(name for name, status, _ in results if status == "made") == sorted(FIGURES + TABLES)
-    expected = {f"{name}{suffix}" for name in FIGURES for suffix in (".png", ".pdf")} | \
-               {f"{name}{suffix}" for name in TABLES for suffix in (".md", ".tex")}
+    expected = {f"{name}{suffix}" for name in FIGURES for suffix in (".png", ".pdf")} | {
+        f"{name}{suffix}" for name in TABLES for suffix in (".md", ".tex")
+    }
     assert set(files(out_dir)) == expected | {"MISSING.md", "INDEX.md", "PROGRESS.md"}
     assert all(size > 0 for size in map(len, files(out_dir).values()))
     assert "Every figure and table was made." in (out_dir / "MISSING.md").read_text()
@@ -130,13 +216,25 @@ def test_every_output_is_made_with_its_files(made):
 def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     _, data_dir, _ = made
     assert sorted(p.name for p in data_dir.iterdir() if p.is_file()) == [
-        "adam.csv", "adam_preconditioner.csv", "authors.csv", "heuristics_advantage.csv", "heuristics_td_error.csv",
-        "main.csv", "p_ablation.csv"]
+        "adam.csv",
+        "adam_preconditioner.csv",
+        "authors.csv",
+        "heuristics_advantage.csv",
+        "heuristics_td_error.csv",
+        "main.csv",
+        "p_ablation.csv",
+    ]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
-    main_runs = {(env, arm.tag_for(env), protocol, seed) for o in OUTPUTS
-                 for env in o.runs.envs for arm in o.runs.arms if o.runs.experiment_of(arm) == "main"
-                 for protocol in o.runs.protocols for seed in range(o.runs.seeds)}
+    main_runs = {
+        (env, arm.tag_for(env), protocol, seed)
+        for o in OUTPUTS
+        for env in o.runs.envs
+        for arm in o.runs.arms
+        if o.runs.experiment_of(arm) == "main"
+        for protocol in o.runs.protocols
+        for seed in range(o.runs.seeds)
+    }
     assert len(main) == len(main_runs) * 5  # runs × rounds (0..4)
     assert main.groupby(["env", "method_tag", "protocol", "seed"]).size().eq(5).all()
 
@@ -144,21 +242,43 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
 MAIN_ENV_TITLES = ["FrozenLake", "Acrobot", "MiniGrid", "Highway", "LunarLander", "BipedalWalker"]
 
 
-@pytest.mark.parametrize("name, row_keys", [
-    ("fig6b_efficiency", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
-    ("table2_p_ablation", [(env, p, source) for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
-                           for p in ["6.25", "12.5", "25", "50", "100"] for source in ("ours", "paper")]),
-    ("table3_adam", [(env, source) for env in ["MiniGrid", "LunarLander"] for source in ("ours", "paper")]),
-    ("table3_adam_preconditioner", [(env, arm, source) for env in ["MiniGrid", "LunarLander"]
-                                    for arm in ("IIF, Adam-preconditioned influence", "IIF, plain influence")
-                                    for source in ("ours", "paper")]),
-    ("table4_final_return_ci", [("MiniGrid",), ("LunarLander",), ("BipedalWalker",)]),
-    # p = auto beside each hand-tuned p; standard PPO (the p ablation's) is the reference, not a row.
-    ("robust_auto_vs_p", [(env, arm) for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
-                          for arm in [f"IIF p = {p} %" for p in ("6.25", "12.5", "25", "50", "100")]
-                          + ["IIF, p = auto", "IIF + entropy guard, p = auto"]]),
-    ("table5_runtime", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
-])
+@pytest.mark.parametrize(
+    "name, row_keys",
+    [
+        ("fig6b_efficiency", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
+        (
+            "table2_p_ablation",
+            [
+                (env, p, source)
+                for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
+                for p in ["6.25", "12.5", "25", "50", "100"]
+                for source in ("ours", "paper")
+            ],
+        ),
+        ("table3_adam", [(env, source) for env in ["MiniGrid", "LunarLander"] for source in ("ours", "paper")]),
+        (
+            "table3_adam_preconditioner",
+            [
+                (env, arm, source)
+                for env in ["MiniGrid", "LunarLander"]
+                for arm in ("IIF, Adam-preconditioned influence", "IIF, plain influence")
+                for source in ("ours", "paper")
+            ],
+        ),
+        ("table4_final_return_ci", [("MiniGrid",), ("LunarLander",), ("BipedalWalker",)]),
+        # p = auto beside each hand-tuned p; standard PPO (the p ablation's) is the reference, not a row.
+        (
+            "robust_auto_vs_p",
+            [
+                (env, arm)
+                for env in ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
+                for arm in [f"IIF p = {p} %" for p in ("6.25", "12.5", "25", "50", "100")]
+                + ["IIF, p = auto", "IIF + entropy guard, p = auto"]
+            ],
+        ),
+        ("table5_runtime", [(env, source) for env in MAIN_ENV_TITLES for source in ("ours", "paper")]),
+    ],
+)
 def test_table_rows(made, name, row_keys):
     rows = table(made[2], name)
     keys = [c for c in ("Env", "p (%)", "Arm", "Source") if c in rows.columns]
@@ -174,7 +294,11 @@ def test_eval_cadence_thins_both_curves(made):
     assert frozenlake["Evaluated every (% of the run)"].tolist() == ["25.0", "50.0", "100.0", "250.0"]
     assert frozenlake["SE_ave (%)"].tolist() == ["33.3 ± 0.0", "25.0 ± 0.0", "0.0 ± 0.0", "0.0 ± 0.0"]
     assert frozenlake["SE_ave shift per seed, mean (max)"].tolist() == [
-        "0.0 (0.0)", "8.3 (8.3)", "33.3 (33.3)", "33.3 (33.3)"]
+        "0.0 (0.0)",
+        "8.3 (8.3)",
+        "33.3 (33.3)",
+        "33.3 (33.3)",
+    ]
     assert rows.index.get_level_values("Env").unique().tolist() == ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander"]
 
 
@@ -182,13 +306,22 @@ def test_efficiency_table_values(made):
     rows = table(made[2], "fig6b_efficiency").set_index(["Env", "Source"])
     ours, theirs = rows.loc[("FrozenLake", "ours")], rows.loc[("FrozenLake", "paper")]
     assert ours[["Seeds", "SE_ave (%)", "SE_peak (%)", "RT_peak (%)", "Unreached levels"]].tolist() == [
-        "5", "33.3 ± 0.0", "50.0 ± 0.0", "58.3 ± 0.0", "0 / 20"]
+        "5",
+        "33.3 ± 0.0",
+        "50.0 ± 0.0",
+        "58.3 ± 0.0",
+        "0 / 20",
+    ]
     assert theirs[["Seeds", "SE_ave (%)", "Unreached levels"]].tolist() == ["5", "34.0 ± 2.0", "—"]
     # Evaluated every 2nd round (as eval_cadence's "every 2"): levels 2, 4; IIF reaches both at round 2.
     # Training time ignores evaluation, so RT_peak is FrozenLake's.
     walker = rows.loc[("BipedalWalker", "ours")]
     assert walker[["SE_ave (%)", "SE_peak (%)", "RT_peak (%)", "Unreached levels"]].tolist() == [
-        "25.0 ± 0.0", "50.0 ± 0.0", "58.3 ± 0.0", "0 / 10"]
+        "25.0 ± 0.0",
+        "50.0 ± 0.0",
+        "58.3 ± 0.0",
+        "0 / 10",
+    ]
     final_gain = table(made[2], "table4_final_return_ci").set_index("Env").loc["BipedalWalker", "Mean gain"]
     assert final_gain == "1.00"  # the last round (4) is evaluated: 5 − 4 on every seed
 
@@ -196,28 +329,50 @@ def test_efficiency_table_values(made):
 def test_protocol_table_pairs_each_protocol_and_the_authors_pairing(made):
     rows = table(made[2], "protocol_comparison")
     assert [tuple(r) for r in rows[["Env", "Protocol", "Arm"]].itertuples(index=False)] == [
-        (env, pairing, arm) for env in ["FrozenLake", "Acrobot", "MiniGrid"]
-        for pairing in ("clean vs PPO clean", "paper vs PPO paper", "paper vs PPO clean") for arm in ("IIF", "Random")]
+        (env, pairing, arm)
+        for env in ["FrozenLake", "Acrobot", "MiniGrid"]
+        for pairing in ("clean vs PPO clean", "paper vs PPO paper", "paper vs PPO clean")
+        for arm in ("IIF", "Random")
+    ]
     iif = rows.set_index(["Env", "Protocol", "Arm"]).loc[("Acrobot", "paper vs PPO clean", "IIF")]
     # Every seed's IIF curve is the same shape (see CURVES): 33.3 % everywhere, no spread to resample.
-    assert iif[["Seeds", "SE_ave mean ± std", "SE_ave median", "SE_ave IQM [95 % CI]", "SE_ave without worst seed",
-                "SE_ave of seed-mean curves", "SE_peak mean ± std", "Paper SE_ave"]].tolist() == [
-        "5", "33.3 ± 0.0", "33.3", "33.3 [nan, nan]", "33.3", "33.3", "50.0 ± 0.0", "36.7 ± 6.5"]
+    assert iif[
+        [
+            "Seeds",
+            "SE_ave mean ± std",
+            "SE_ave median",
+            "SE_ave IQM [95 % CI]",
+            "SE_ave without worst seed",
+            "SE_ave of seed-mean curves",
+            "SE_peak mean ± std",
+            "Paper SE_ave",
+        ]
+    ].tolist() == ["5", "33.3 ± 0.0", "33.3", "33.3 [nan, nan]", "33.3", "33.3", "50.0 ± 0.0", "36.7 ± 6.5"]
     random = rows.set_index(["Env", "Protocol", "Arm"]).loc[("Acrobot", "clean vs PPO clean", "Random")]
     # OTHER_CURVE reaches levels 1 and 2 at rounds 2 and 4 (−100 % each) and never 3 or 4 (0 %).
     assert random[["SE_ave mean ± std", "Paper SE_ave"]].tolist() == ["-50.0 ± 0.0", "—"]
     parts = table(made[2], "protocol_parts_acrobot")
     assert list(parts["Protocol"].unique()) == [
-        "clean vs PPO clean", "abandon vs PPO abandon", "samestarts vs PPO samestarts",
-        "samenoise vs PPO samenoise", "paper vs PPO paper", "abandon vs PPO clean", "samestarts vs PPO clean",
-        "samenoise vs PPO clean", "paper vs PPO clean"]
+        "clean vs PPO clean",
+        "abandon vs PPO abandon",
+        "samestarts vs PPO samestarts",
+        "samenoise vs PPO samenoise",
+        "paper vs PPO paper",
+        "abandon vs PPO clean",
+        "samestarts vs PPO clean",
+        "samenoise vs PPO clean",
+        "paper vs PPO clean",
+    ]
 
 
-@pytest.mark.parametrize("name, envs, arms", [
-    ("fig12_efficiency", ["FrozenLake", "MiniGrid"], ["IIF", "Advantage H1", "Advantage H2"]),
-    ("fig13_efficiency", ["FrozenLake", "LunarLander"], ["IIF", "TD-error reweighting"]),
-    ("fig6b_robust", MAIN_ENV_TITLES, ["IIF", "Random"]),
-])
+@pytest.mark.parametrize(
+    "name, envs, arms",
+    [
+        ("fig12_efficiency", ["FrozenLake", "MiniGrid"], ["IIF", "Advantage H1", "Advantage H2"]),
+        ("fig13_efficiency", ["FrozenLake", "LunarLander"], ["IIF", "TD-error reweighting"]),
+        ("fig6b_robust", MAIN_ENV_TITLES, ["IIF", "Random"]),
+    ],
+)
 def test_filter_tables_compare_each_filter_with_standard_ppo(made, name, envs, arms):
     rows = table(made[2], name)
     assert [tuple(r) for r in rows[["Env", "Arm"]].itertuples(index=False)] == [(e, a) for e in envs for a in arms]
@@ -243,13 +398,29 @@ def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():
     from rlinfluence.figures.control_runs import Runs
 
     def run(seed, arm, curve):
-        return pd.DataFrame({"env": "acrobot", "seed": seed, "arm": arm, "protocol": "clean",
-                             "round": range(len(curve)), "test_return": curve})
+        return pd.DataFrame(
+            {
+                "env": "acrobot",
+                "seed": seed,
+                "arm": arm,
+                "protocol": "clean",
+                "round": range(len(curve)),
+                "test_return": curve,
+            }
+        )
 
     stuck = [-500.0] * 21 + [-100.0]  # reaches −150 at round 21: too late
     fine = [-500.0, -400.0, -140.0] + [-100.0] * 19
-    rows = pd.concat([run(0, IIF.label, stuck), run(1, IIF.label, fine), run(2, IIF.label, stuck),
-                      run(0, STANDARD.label, fine), run(1, STANDARD.label, fine), run(2, STANDARD.label, fine)])
+    rows = pd.concat(
+        [
+            run(0, IIF.label, stuck),
+            run(1, IIF.label, fine),
+            run(2, IIF.label, stuck),
+            run(0, STANDARD.label, fine),
+            run(1, STANDARD.label, fine),
+            run(2, STANDARD.label, fine),
+        ]
+    )
     runs = Runs("main", (IIF, STANDARD), envs_needed=("acrobot",), seeds_needed=3)
     output = OUTPUTS[0].__class__("x", "x", "x", runs, collapse_table)
     result = collapse_table(output, rows).set_index("Arm")
@@ -270,8 +441,16 @@ def test_final_return_ci_and_runtime_values(made):
     ci = table(made[2], "table4_final_return_ci").set_index("Env")
     assert ci.loc["LunarLander"].tolist() == ["5", "1.00", "[1.00, 1.00]", "[22.54, 130.52]"]
     runtime = table(made[2], "table5_runtime").set_index(["Env", "Source"]).loc[("Acrobot", "ours")]
-    assert runtime.tolist() == ["5", "0.50 ± 0.00", "1.00 ± 0.00", "2.00 ± 0.00", "10.00 ± 0.00",
-                                "12.00 ± 0.00", "5.00 ± 0.00", "58.33 ± 0.00"]
+    assert runtime.tolist() == [
+        "5",
+        "0.50 ± 0.00",
+        "1.00 ± 0.00",
+        "2.00 ± 0.00",
+        "10.00 ± 0.00",
+        "12.00 ± 0.00",
+        "5.00 ± 0.00",
+        "58.33 ± 0.00",
+    ]
 
 
 def test_regenerating_from_the_committed_csvs_is_byte_identical(made, tmp_path):
@@ -297,8 +476,14 @@ def test_a_missing_experiment_is_reported_and_its_stale_files_removed(made, tmp_
 
 def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
     tidy = load_tidy(made[1])
-    one_seed_short = tidy[~((tidy["experiment"] == "main") & (tidy["env"] == "highway")
-                           & (tidy["method_tag"] == "random-p50") & (tidy["seed"] == 4))]
+    one_seed_short = tidy[
+        ~(
+            (tidy["experiment"] == "main")
+            & (tidy["env"] == "highway")
+            & (tidy["method_tag"] == "random-p50")
+            & (tidy["seed"] == 4)
+        )
+    ]
     fig6a = next(o for o in OUTPUTS if o.name == "fig6a_learning_curves")
     shortfalls = fig6a.runs.shortfalls(FigureData(one_seed_short, made[1]))
     assert list(shortfalls) == ["highway"]
@@ -327,14 +512,21 @@ def test_progress_counts_finished_runs_against_needed_ones(made, tmp_path):
     assert len(every_run) > 20 and all(" ✓ | " in line for line in every_run)
     assert "(100%)" in (made[2] / "PROGRESS.md").read_text()
     tidy = load_tidy(made[1])
-    two_highway_runs_short = ~((tidy["experiment"] == "main") & (tidy["env"] == "highway") & (tidy["seed"] == 4)
-                               & tidy["method_tag"].isin(["iif-p50", "random-p50"]))
+    two_highway_runs_short = ~(
+        (tidy["experiment"] == "main")
+        & (tidy["env"] == "highway")
+        & (tidy["seed"] == 4)
+        & tidy["method_tag"].isin(["iif-p50", "random-p50"])
+    )
     (tmp_path / "data").mkdir()
     for experiment, rows in tidy[two_highway_runs_short].groupby("experiment"):
         rows.to_csv(tmp_path / "data" / f"{experiment}.csv", index=False)
     regenerate(tmp_path / "data", tmp_path / "out")
-    rows = {line.split(" | ")[1]: line for line in (tmp_path / "out" / "PROGRESS.md").read_text().splitlines()
-            if line.startswith("| `rlinfluence -m +experiment=main` |")}
+    rows = {
+        line.split(" | ")[1]: line
+        for line in (tmp_path / "out" / "PROGRESS.md").read_text().splitlines()
+        if line.startswith("| `rlinfluence -m +experiment=main` |")
+    }
     # Fig. 6a needs PPO, IIF and random on 5 seeds: 15 runs, of which 13 are left.
     assert "| 13 / 15 |" in rows["highway"] and "fig6a_learning_curves" in rows["highway"]
     assert "| 15 / 15 ✓ |" in rows["acrobot"]
@@ -367,8 +559,11 @@ def test_a_run_made_with_other_settings_never_replaces_the_committed_one(tmp_pat
     refresh_from_runs(tmp_path / "old", tmp_path / "data", set()).write()
     committed = (tmp_path / "data" / "main.csv").read_bytes()
     write_run(tmp_path / "new", "main", "acrobot", "ppo", seed=0, config_hash="bbbbbb", curve=[0, 9, 9, 9, 9])
-    with pytest.raises(RunDirError, match="would replace main/acrobot/ppo/clean/0 of .*main.csv, made with config_hash "
-                                          "aaaaaa, this has config_hash bbbbbb"):
+    with pytest.raises(
+        RunDirError,
+        match="would replace main/acrobot/ppo/clean/0 of .*main.csv, made with config_hash "
+        "aaaaaa, this has config_hash bbbbbb",
+    ):
         refresh_from_runs(tmp_path / "new", tmp_path / "data", set()).write()
     assert (tmp_path / "data" / "main.csv").read_bytes() == committed
 
@@ -387,7 +582,8 @@ def test_the_runs_of_one_env_must_share_their_settings(tmp_path):
     refresh_from_runs(tmp_path / "good", tmp_path / "data", set()).write()
     mixed = pd.read_csv(tmp_path / "data" / "main.csv")
     mixed.assign(seed=1, config_hash="default").pipe(lambda rows: pd.concat([mixed, rows])).to_csv(
-        tmp_path / "data" / "main.csv", index=False)
+        tmp_path / "data" / "main.csv", index=False
+    )
     with pytest.raises(RunDirError, match="different settings"):
         load_tidy(tmp_path / "data")
 
@@ -397,7 +593,8 @@ def test_committed_rows_without_a_config_hash_are_not_known_to_differ(tmp_path):
     refresh_from_runs(tmp_path / "runs", tmp_path / "data", set()).write()
     committed = pd.read_csv(tmp_path / "data" / "main.csv")
     committed.assign(seed=1, config_hash=float("nan")).pipe(lambda rows: pd.concat([committed, rows])).to_csv(
-        tmp_path / "data" / "main.csv", index=False)
+        tmp_path / "data" / "main.csv", index=False
+    )
     assert sorted(load_tidy(tmp_path / "data").drop_duplicates("seed")["config_hash"].fillna("")) == ["", "aaaaaa"]
 
 
@@ -416,8 +613,15 @@ def test_latex_tables_escape_what_latex_would_misread():
 
 def test_main_from_config_reads_the_figures_node(tmp_path):
     write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
-    cfg = OmegaConf.create({"figures": {"data_dir": str(tmp_path / "data"), "out_dir": str(tmp_path / "out"),
-                                        "runs_root": str(tmp_path / "runs")}})
+    cfg = OmegaConf.create(
+        {
+            "figures": {
+                "data_dir": str(tmp_path / "data"),
+                "out_dir": str(tmp_path / "out"),
+                "runs_root": str(tmp_path / "runs"),
+            }
+        }
+    )
     results = main_from_config(cfg)
     assert [name for name, _, _ in results] == [o.name for o in catalogue.OUTPUTS]
     assert (tmp_path / "data" / "main.csv").exists() and (tmp_path / "out" / "MISSING.md").exists()
@@ -434,8 +638,11 @@ def test_paper_table5_rt_peak_is_its_time_to_peak_over_the_whole_standard_run():
 def test_two_runs_claiming_the_same_seed_are_an_error(tmp_path):
     write_run(tmp_path / "runs", "main", "acrobot", "ppo", seed=0)
     shutil.copytree(tmp_path / "runs" / "main", tmp_path / "runs" / "backup" / "main")
-    with pytest.raises(RunDirError, match=r"several runs share experiment/env/method_tag/protocol/seed "
-                                          r"main/acrobot/ppo/clean/0 \(.*/backup/main/acrobot/sgd/ppo/seed0, "):
+    with pytest.raises(
+        RunDirError,
+        match=r"several runs share experiment/env/method_tag/protocol/seed "
+        r"main/acrobot/ppo/clean/0 \(.*/backup/main/acrobot/sgd/ppo/seed0, ",
+    ):
         tidy_from_runs(tmp_path / "runs")
 
 
@@ -457,16 +664,33 @@ def test_probability_of_improvement_compares_every_pair_of_seeds(made):
 
 def test_three_way_table_scores_each_source_over_the_authors_rounds(made):
     rows = table(made[2], "fidelity_three_way").set_index(["Env", "Source"])
-    assert rows.index.tolist() == [(env, source) for env in ("MiniGrid", "LunarLander") for source in (
-        "paper", "authors' code", "ours, clean protocol", "ours, paper protocol", "ours, clean protocol (Fig. 6b)")]
+    assert rows.index.tolist() == [
+        (env, source)
+        for env in ("MiniGrid", "LunarLander")
+        for source in (
+            "paper",
+            "authors' code",
+            "ours, clean protocol",
+            "ours, paper protocol",
+            "ours, clean protocol (Fig. 6b)",
+        )
+    ]
     # The authors' IIF tests as their standard PPO does: no level reached sooner.
     authors = rows.loc[("MiniGrid", "authors' code")]
     assert authors[["Rounds", "Seeds", "SE_ave mean ± std", "SE_ave per seed"]].tolist() == [
-        "0–3", "5", "0.0 ± 0.0", "0.0, 0.0, 0.0, 0.0, 0.0"]
+        "0–3",
+        "5",
+        "0.0 ± 0.0",
+        "0.0, 0.0, 0.0, 0.0, 0.0",
+    ]
     # Ours over rounds 0-3: standard levels 1, 2, 3 at rounds 1, 2, 3; IIF reaches them at 1, 1, 2.
     clean = rows.loc[("MiniGrid", "ours, clean protocol")]
     assert clean[["Rounds", "SE_ave mean ± std", "SE_peak mean ± std", "Final IIF − std per seed"]].tolist() == [
-        "0–3", "27.8 ± 0.0", "33.3 ± 0.0", "2.00, 2.00, 2.00, 2.00, 2.00"]
+        "0–3",
+        "27.8 ± 0.0",
+        "33.3 ± 0.0",
+        "2.00, 2.00, 2.00, 2.00, 2.00",
+    ]
     whole = rows.loc[("MiniGrid", "ours, clean protocol (Fig. 6b)")]
     assert whole[["Rounds", "SE_ave mean ± std"]].tolist() == ["0–4", "33.3 ± 0.0"]
     assert rows.loc[("LunarLander", "paper"), "SE_ave mean ± std"] == "26.0 ± 1.8"
@@ -478,5 +702,12 @@ def test_alignment_table_reads_the_filtering_arm_one_round_early(made):
     # The authors' IIF equals their standard PPO; read one round early it reaches levels 2 and 3 a round sooner.
     assert authors["SE_ave, θ^k at round k"].startswith("0.0 ± 0.0")
     assert authors["SE_ave, one round early"].startswith("27.8 ± 0.0")
-    assert rows.index.tolist() == [(env, source, arm) for env in ("MiniGrid", "LunarLander") for source, arm in (
-        ("authors' code", "IIF"), ("ours, clean protocol", "IIF"), ("ours, clean protocol", "Random"))]
+    assert rows.index.tolist() == [
+        (env, source, arm)
+        for env in ("MiniGrid", "LunarLander")
+        for source, arm in (
+            ("authors' code", "IIF"),
+            ("ours, clean protocol", "IIF"),
+            ("ours, clean protocol", "Random"),
+        )
+    ]

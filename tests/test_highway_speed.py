@@ -18,8 +18,20 @@ from rlinfluence.envs.make import make_env
 
 def road_state(env: gym.Env) -> list[tuple]:
     """Everything that evolves for each vehicle, in the road's order (the ego has no IDM timer)."""
-    return [(v.position.tolist(), v.heading, v.speed, v.lane_index, v.target_lane_index, v.target_speed,
-             v.crashed, v.action, getattr(v, "timer", None)) for v in env.unwrapped.road.vehicles]
+    return [
+        (
+            v.position.tolist(),
+            v.heading,
+            v.speed,
+            v.lane_index,
+            v.target_lane_index,
+            v.target_speed,
+            v.crashed,
+            v.action,
+            getattr(v, "timer", None),
+        )
+        for v in env.unwrapped.road.vehicles
+    ]
 
 
 def play_side_by_side(frequency: int, steps: int, first_episode: int) -> Counter:
@@ -69,11 +81,14 @@ def test_the_preset_runs_on_the_fast_simulator():
 # 10,000 steps at the preset's 5 Hz in four parts of 2,500 on distinct episodes (parallel runs can
 # take them apart), and 1,000 at the paper's 15 Hz: several minutes of stock highway-env, so opt-in
 # (`pytest -m long tests/test_highway_speed.py`); the first part is quick enough for every run.
-@pytest.mark.parametrize("frequency,steps,first_episode", [
-    (5, 600, 0),
-    *[pytest.param(5, 2_500, 10_000 * part, marks=pytest.mark.long) for part in range(4)],
-    pytest.param(15, 1_000, 0, marks=pytest.mark.long),
-])
+@pytest.mark.parametrize(
+    "frequency,steps,first_episode",
+    [
+        (5, 600, 0),
+        *[pytest.param(5, 2_500, 10_000 * part, marks=pytest.mark.long) for part in range(4)],
+        pytest.param(15, 1_000, 0, marks=pytest.mark.long),
+    ],
+)
 def test_trajectories_are_bit_identical_to_highway_envs(frequency, steps, first_episode):
     seen = play_side_by_side(frequency, steps, first_episode)
     print(dict(seen))

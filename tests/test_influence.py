@@ -20,10 +20,16 @@ N = 48
 
 ARCHITECTURES = {
     "mlp-categorical": (gym.spaces.Box(0, 1, (16,), np.float32), gym.spaces.Discrete(4), NetworkConfig()),
-    "cnn-categorical": (gym.spaces.Box(0, 255, (3, 7, 7), np.uint8), gym.spaces.Discrete(7),
-                        NetworkConfig(kind="cnn", features_dim=64)),
-    "mlp-gaussian": (gym.spaces.Box(-5, 5, (24,), np.float32), gym.spaces.Box(-1, 1, (4,), np.float32),
-                     NetworkConfig()),
+    "cnn-categorical": (
+        gym.spaces.Box(0, 255, (3, 7, 7), np.uint8),
+        gym.spaces.Discrete(7),
+        NetworkConfig(kind="cnn", features_dim=64),
+    ),
+    "mlp-gaussian": (
+        gym.spaces.Box(-5, 5, (24,), np.float32),
+        gym.spaces.Box(-1, 1, (4,), np.float32),
+        NetworkConfig(),
+    ),
 }
 
 
@@ -41,9 +47,19 @@ def make_case(name: str, seed: int = 0) -> tuple[ActorCritic, RolloutBuffer]:
         log_probs = model.action_head.log_prob(head_out, actions)
     advantages = torch.randn(N, generator=generator)
     zeros = torch.zeros(N)
-    buffer = RolloutBuffer(obs=obs, actions=actions, log_probs=log_probs, values=values, rewards=zeros, dones=zeros,
-                           advantages=advantages, returns=advantages + values, deltas=zeros,
-                           env_index=zeros.long(), step=torch.arange(N))
+    buffer = RolloutBuffer(
+        obs=obs,
+        actions=actions,
+        log_probs=log_probs,
+        values=values,
+        rewards=zeros,
+        dones=zeros,
+        advantages=advantages,
+        returns=advantages + values,
+        deltas=zeros,
+        env_index=zeros.long(),
+        step=torch.arange(N),
+    )
     return model, buffer
 
 
@@ -98,8 +114,9 @@ def _adam_after_steps(model: ActorCritic, buffer: RolloutBuffer, steps: int) -> 
     for _ in range(steps):
         optimizer.zero_grad()
         params = dict(model.named_parameters())
-        loss = attribution.per_record_loss({f"model.{n}": params[n] for n in model.policy_parameter_names()},
-                                           slice(None)).mean()
+        loss = attribution.per_record_loss(
+            {f"model.{n}": params[n] for n in model.policy_parameter_names()}, slice(None)
+        ).mean()
         loss.backward()
         optimizer.step()
     return optimizer
@@ -157,10 +174,15 @@ def test_every_step_influence_matches_an_explicit_loop_over_the_update():
         attribution = _Attribution(model, buffer, target, ppo)
         target_grads = torch.autograd.grad(target.loss(attribution.policy_fn(params), buffer), list(params.values()))
         for position, i in enumerate(ids.tolist()):
-            log_prob, entropy = attribution.policy_fn(params)(buffer.obs[i:i + 1], buffer.actions[i:i + 1])
-            loss = policy_loss_per_record(log_prob, buffer.log_probs[i:i + 1],
-                                          advantages[position:position + 1].detach(),
-                                          ppo.clip_range, entropy, ppo.ent_coef)[0]
+            log_prob, entropy = attribution.policy_fn(params)(buffer.obs[i : i + 1], buffer.actions[i : i + 1])
+            loss = policy_loss_per_record(
+                log_prob,
+                buffer.log_probs[i : i + 1],
+                advantages[position : position + 1].detach(),
+                ppo.clip_range,
+                entropy,
+                ppo.ent_coef,
+            )[0]
             grads = torch.autograd.grad(loss, list(params.values()))
             explicit[i] += lr * sum((g * t).sum() for g, t in zip(grads, target_grads)).item()
 

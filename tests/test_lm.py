@@ -20,9 +20,18 @@ from rlinfluence.config.validation import validate
 from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
 
 # A tiny world built in seconds (the preset's pretraining is longer), small rounds.
-LM_TINY = ["env=toxicity_tiny", "model.tiny.pretrain_steps=40", "model.tiny.corpus_sentences=400",
-           "env.n_steps=16", "env.lm.val_size=8", "eval.episodes=8", "env.rounds=3", "ppo.batch_size=4",
-           "logger=disabled", "progress=false"]
+LM_TINY = [
+    "env=toxicity_tiny",
+    "model.tiny.pretrain_steps=40",
+    "model.tiny.corpus_sentences=400",
+    "env.n_steps=16",
+    "env.lm.val_size=8",
+    "eval.episodes=8",
+    "env.rounds=3",
+    "ppo.batch_size=4",
+    "logger=disabled",
+    "progress=false",
+]
 TIME_COLUMNS = {"time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval"}
 
 
@@ -90,8 +99,15 @@ def test_sequence_influence_equals_the_per_record_autograd_loop(target):
     batch = trainer.rollout(trainer.round_queries(1), seed=1, new_tokens=8)
     trainer.annotate(batch)
     # One update first, so that LoRA's B is no longer zero and both A and B carry gradient.
-    ppo_update(trainer.policy, trainer.optimizer, batch, Selection(np.ones(len(batch), bool)), trainer.cfg.ppo,
-               trainer.lm_cfg, np.random.default_rng(0))
+    ppo_update(
+        trainer.policy,
+        trainer.optimizer,
+        batch,
+        Selection(np.ones(len(batch), bool)),
+        trainer.cfg.ppo,
+        trainer.lm_cfg,
+        np.random.default_rng(0),
+    )
     trainer.annotate(batch)
     val = trainer.rollout(trainer.prompts.val, seed=2, new_tokens=8)
     trainer.annotate(val)
@@ -128,8 +144,10 @@ def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metri
     command = [sys.executable, "-m", "rlinfluence", *overrides, f"runs_root={interrupted}"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not list(interrupted.rglob("metrics.csv")) or \
-            len(next(interrupted.rglob("metrics.csv")).read_text().splitlines()) < 3:
+    while (
+        not list(interrupted.rglob("metrics.csv"))
+        or len(next(interrupted.rglob("metrics.csv")).read_text().splitlines()) < 3
+    ):
         assert time.monotonic() < deadline and process.poll() is None, "the run ended before it could be killed"
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
@@ -138,6 +156,7 @@ def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metri
     assert not (run_dir / "DONE").exists()
     cfg = compose_config(overrides + [f"runs_root={interrupted}"])
     from rlinfluence.run.loop import read_resume, train
+
     train(cfg, run_dir, read_resume(run_dir))
     assert metrics_rows(run_dir, timings=False) == rows
 
@@ -157,10 +176,20 @@ def test_ppo_and_random_keep_their_records_as_the_shared_methods_say(tmp_path):
 
 
 def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf")}
-    result = subprocess.run([sys.executable, "-m", "rlinfluence", "env=toxicity", f"runs_root={tmp_path / 'runs'}",
-                             "logger=disabled"], capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "rlinfluence", "env=toxicity", f"runs_root={tmp_path / 'runs'}", "logger=disabled"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 2
     assert "EleutherAI/gpt-neo-2.7B" in result.stderr and "HF_HOME" in result.stderr
     assert "Traceback" not in result.stderr
@@ -168,16 +197,19 @@ def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("overrides,key", [
-    (["target=action"], "target.name"),
-    (["method=td_error"], "method.name"),
-    (["method=iif_auto"], "method.p"),
-    (["env.lm.response_tokens=[9,8]"], "env.lm.response_tokens"),
-    (["env.lm.val_size=0"], "env.lm.val_size"),
-    (["model.dtype=int8"], "model.dtype"),
-    (["env.lm.reward_model=facebook/roberta-hate-speech-dynabench-r4-target"], "env.lm.reward_model"),
-    (["task=diagnose"], "task=diagnose"),
-])
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["target=action"], "target.name"),
+        (["method=td_error"], "method.name"),
+        (["method=iif_auto"], "method.p"),
+        (["env.lm.response_tokens=[9,8]"], "env.lm.response_tokens"),
+        (["env.lm.val_size=0"], "env.lm.val_size"),
+        (["model.dtype=int8"], "model.dtype"),
+        (["env.lm.reward_model=facebook/roberta-hate-speech-dynabench-r4-target"], "env.lm.reward_model"),
+        (["task=diagnose"], "task=diagnose"),
+    ],
+)
 def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
     assert key in config_refusal("env=toxicity_tiny", *overrides)
 

@@ -28,8 +28,10 @@ def test_rlhf_outputs_are_drawn_when_their_runs_exist_and_listed_with_a_gpu_comm
     assert "| optimisation | 1.00 ± 0.00 | 40.39 ± 0.35 | 3.00 ± 0.00 | 85.56 ± 0.17 |" in table
     assert "| IIF total / std total | 73.0 %" in table  # (0.5 + 0.2 + 1 + 1) / (0.5 + 0.2 + 3)
     missing = (tmp_path / "out" / "MISSING.md").read_text()
-    assert ("rlinfluence -m env=toxicity model=gpt_neo_2p7b method=ppo,iif,random target=seq seed=0,1,2 "
-            "experiment_name=rlhf device=cuda") in missing
+    assert (
+        "rlinfluence -m env=toxicity model=gpt_neo_2p7b method=ppo,iif,random target=seq seed=0,1,2 "
+        "experiment_name=rlhf device=cuda"
+    ) in missing
     assert "method=iif target=return seed=0,1,2 experiment_name=rlhf device=cuda" in missing
 
 
@@ -40,11 +42,21 @@ def write_lm_run_dirs(runs_root, rows: pd.DataFrame, config_hash: str | None = N
         run_dir.mkdir(parents=True)
         run.drop(columns=RUN_COLUMNS).to_csv(run_dir / "metrics.csv", index=False)
         first = run.iloc[0]
-        (run_dir / "summary.json").write_text(json.dumps({
-            "experiment": first["experiment"], "env": first["env"], "method": first["method"],
-            "method_tag": first["method_tag"], "config_hash": config_hash, "seed": int(first["seed"])}))
-        (run_dir / IDENTITY).write_text(json.dumps({"settings": {
-            "env.agent": "lm", "model.name": first["model"], "target.name": first["target"]}}))
+        (run_dir / "summary.json").write_text(
+            json.dumps(
+                {
+                    "experiment": first["experiment"],
+                    "env": first["env"],
+                    "method": first["method"],
+                    "method_tag": first["method_tag"],
+                    "config_hash": config_hash,
+                    "seed": int(first["seed"]),
+                }
+            )
+        )
+        (run_dir / IDENTITY).write_text(
+            json.dumps({"settings": {"env.agent": "lm", "model.name": first["model"], "target.name": first["target"]}})
+        )
         (run_dir / DONE).touch()
 
 

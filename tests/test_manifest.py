@@ -44,7 +44,11 @@ def test_command_line_replaces_the_sweep_of_the_same_key():
 
 def test_command_line_sweeps_and_no_params():
     assert expand_sweep(None, ["seed=0,1", "method.p=10,20"]) == [
-        ["seed=0", "method.p=10"], ["seed=0", "method.p=20"], ["seed=1", "method.p=10"], ["seed=1", "method.p=20"]]
+        ["seed=0", "method.p=10"],
+        ["seed=0", "method.p=20"],
+        ["seed=1", "method.p=10"],
+        ["seed=1", "method.p=20"],
+    ]
     assert expand_sweep({}, ["env=acrobot"]) == [["env=acrobot"]]
     assert expand_sweep({}, ["-m", "seed=1"]) == [["seed=1"]]  # -m is implied
 
@@ -60,9 +64,11 @@ def test_unsupported_sweeps_are_refused():
 
 
 def test_manifest_round_trip_keeps_quoting_and_run_dirs():
-    runs = [Run(["+experiment=main", "seed=0"], Path("runs/main/frozenlake/sgd/ppo/seed0")),
-            Run(["logger.group='a b # c'", "seed=1"], Path("runs/x y/seed1")),
-            Run(["seed=2"])]  # a hand-written line without a run dir
+    runs = [
+        Run(["+experiment=main", "seed=0"], Path("runs/main/frozenlake/sgd/ppo/seed0")),
+        Run(["logger.group='a b # c'", "seed=1"], Path("runs/x y/seed1")),
+        Run(["seed=2"]),
+    ]  # a hand-written line without a run dir
     manifest = Manifest(runs, {"commit": "0123456789abcdef0123456789abcdef01234567", "runs": "3"})
     text = manifest.dump()
     back = Manifest.parse(text + "\n# a trailing comment\n\n")
@@ -74,25 +80,33 @@ def test_manifest_round_trip_keeps_quoting_and_run_dirs():
 
 def test_the_array_script_reads_the_same_runs_as_python(tmp_path):
     """run_array.sbatch (awk + bash) and Manifest.parse must agree on line numbers and words."""
-    runs = [Run(["env=acrobot", "seed=0"], Path("runs/a/seed0")),
-            Run(["logger.group='two words # not a comment'", "seed=1"], Path("runs/b/seed1")),
-            Run(["seed=2"])]
+    runs = [
+        Run(["env=acrobot", "seed=0"], Path("runs/a/seed0")),
+        Run(["logger.group='two words # not a comment'", "seed=1"], Path("runs/b/seed1")),
+        Run(["seed=2"]),
+    ]
     text = Manifest(runs, {"commit": "abc1234", "runs": "3"}).dump()
     path = tmp_path / "m.txt"
     path.write_text(text.replace("\nseed=2", "\n# a comment between runs\n\nseed=2"))
     printer = tmp_path / "printer.py"
     printer.write_text("import json, sys\nprint('ARGS ' + json.dumps(sys.argv[1:]))\n")
     for task, offset in ((0, 0), (1, 0), (0, 2)):
-        env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), RLINF_MANIFEST_OFFSET=str(offset),
-                   RLINF_CMD=f"{sys.executable} {printer}")
-        out = subprocess.run(["bash", str(SCRIPT), path.name], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=60)
+        env = dict(
+            os.environ,
+            SLURM_ARRAY_TASK_ID=str(task),
+            RLINF_MANIFEST_OFFSET=str(offset),
+            RLINF_CMD=f"{sys.executable} {printer}",
+        )
+        out = subprocess.run(
+            ["bash", str(SCRIPT), path.name], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         args = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("ARGS "))[5:])
         assert args == runs[task + offset].overrides
     env = dict(os.environ, SLURM_ARRAY_TASK_ID="3")
-    out = subprocess.run(["bash", str(SCRIPT), path.name], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        ["bash", str(SCRIPT), path.name], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "has no run line 3" in out.stdout
 
 
@@ -132,7 +146,8 @@ def test_make_manifest_from_the_experiment_overlay(tmp_path, monkeypatch):
     manifest = mf.make_manifest(["+experiment=main", "env=frozenlake", "seed=0"])
     # the overlay sweeps env x method x seed; env and seed are pinned on the command line
     assert sorted(r.overrides for r in manifest.runs) == [
-        ["+experiment=main", "env=frozenlake", f"method={m}", "seed=0"] for m in ("iif", "ppo", "random")]
+        ["+experiment=main", "env=frozenlake", f"method={m}", "seed=0"] for m in ("iif", "ppo", "random")
+    ]
     dirs = [r.run_dir for r in manifest.runs]
     assert len(set(dirs)) == 3
     assert all(str(d).startswith("runs/main/frozenlake/") and d.name == "seed0" for d in dirs)
@@ -183,8 +198,14 @@ def test_launcher_overlays_compose(tmp_path, monkeypatch):
 
 
 def test_sbatch_options_come_from_the_slurm_launcher_config():
-    options = slurm.sbatch_options(overrides=["hydra.launcher.partition=gpu", "hydra.launcher.account=proj",
-                                           "hydra.launcher.timeout_min=90", "hydra.launcher.mem_gb=2"])
+    options = slurm.sbatch_options(
+        overrides=[
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.account=proj",
+            "hydra.launcher.timeout_min=90",
+            "hydra.launcher.mem_gb=2",
+        ]
+    )
     for expected in ("--partition=gpu", "--account=proj", "--time=90", "--mem=2G", "--cpus-per-task=1", "--requeue"):
         assert expected in options
 
@@ -204,7 +225,8 @@ def fake_slurm(tmp_path, monkeypatch):
         f"path = {str(calls)!r}\n"
         "n = sum(1 for _ in open(path)) if os.path.exists(path) else 0\n"
         "open(path, 'a').write(json.dumps({'args': sys.argv[1:], 'cmd': os.environ.get('RLINF_CMD')}) + '\\n')\n"
-        "print(100 + n)\n")
+        "print(100 + n)\n"
+    )
     (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 4'\n")
     (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():

@@ -90,8 +90,9 @@ class TestSpeedup:
 
 class TestRuntime:
     def test_training_time_excludes_evaluation(self):
-        frame = pd.DataFrame({"time_collect": [0, 1.0], "time_influence": [0, 0.5],
-                              "time_update": [0, 2.0], "time_eval": [9.0, 9.0]})
+        frame = pd.DataFrame(
+            {"time_collect": [0, 1.0], "time_influence": [0, 0.5], "time_update": [0, 2.0], "time_eval": [9.0, 9.0]}
+        )
         np.testing.assert_allclose(metrics.training_time(frame), [0, 3.5])
 
     def test_rt_peak_with_known_times(self):

@@ -15,8 +15,13 @@ from test_committed import COMMITTED, fingerprint, rlinfluence
 from test_figures import files, table, write_run
 
 ARMS = ("iif", "ppo")
-OUTPUTS = ["frozenlake_curves.pdf", "frozenlake_curves.png", "frozenlake_per_seed.csv", "frozenlake_table.md",
-           "frozenlake_table.tex"]
+OUTPUTS = [
+    "frozenlake_curves.pdf",
+    "frozenlake_curves.png",
+    "frozenlake_per_seed.csv",
+    "frozenlake_table.md",
+    "frozenlake_table.tex",
+]
 
 
 def figures(runs_root, experiment: str = "mine", *overrides: str):
@@ -45,7 +50,8 @@ def test_a_sweeps_curves_and_table_are_written_beside_its_runs(sweep):
     assert result.returncode == 0, result.stderr
     out = sweep / "mine" / "figures"
     assert result.stdout.strip().splitlines()[-1] == (
-        f"rlinfluence: mine: curves and table of frozenlake (2 arm(s), 1 seed(s)), written to {out}")
+        f"rlinfluence: mine: curves and table of frozenlake (2 arm(s), 1 seed(s)), written to {out}"
+    )
     assert sorted(files(out)) == OUTPUTS
     runs = {run_dir.parent.name.split("-")[0]: run_dir for run_dir in sorted(sweep.rglob("seed0"))}
     std_curve = pd.read_csv(runs["ppo"] / "metrics.csv")["test_return"]
@@ -73,17 +79,42 @@ def test_the_table_pairs_each_arm_with_standard_ppo_of_its_seed_and_protocol(tmp
     figures(tmp_path, "mine", f"figures.out_dir={tmp_path / 'out'}")
     rows = table(tmp_path / "out", "acrobot_table")
     assert rows.to_dict("records") == [
-        {"Arm": "iif-p50", "Seeds": "2", "Final test return": "10.00 ± 7.07", "SE_ave (%)": "33.3 ± 0.0",
-         "SE_peak (%)": "50.0 ± 0.0", "RT_peak (%)": "58.3 ± 0.0", "Unreached levels": "0 / 8"},
-        {"Arm": "iif-p50-paper", "Seeds": "1", "Final test return": "5.00", "SE_ave (%)": "none (1 of 1 seeds)",
-         "SE_peak (%)": "none (1 of 1 seeds)", "RT_peak (%)": "none (1 of 1 seeds)", "Unreached levels": "0 / 0"},
-        {"Arm": "ppo", "Seeds": "2", "Final test return": "9.00 ± 7.07", **dict.fromkeys(
-            ["SE_ave (%)", "SE_peak (%)", "RT_peak (%)", "Unreached levels"], "reference")}]
+        {
+            "Arm": "iif-p50",
+            "Seeds": "2",
+            "Final test return": "10.00 ± 7.07",
+            "SE_ave (%)": "33.3 ± 0.0",
+            "SE_peak (%)": "50.0 ± 0.0",
+            "RT_peak (%)": "58.3 ± 0.0",
+            "Unreached levels": "0 / 8",
+        },
+        {
+            "Arm": "iif-p50-paper",
+            "Seeds": "1",
+            "Final test return": "5.00",
+            "SE_ave (%)": "none (1 of 1 seeds)",
+            "SE_peak (%)": "none (1 of 1 seeds)",
+            "RT_peak (%)": "none (1 of 1 seeds)",
+            "Unreached levels": "0 / 0",
+        },
+        {
+            "Arm": "ppo",
+            "Seeds": "2",
+            "Final test return": "9.00 ± 7.07",
+            **dict.fromkeys(["SE_ave (%)", "SE_peak (%)", "RT_peak (%)", "Unreached levels"], "reference"),
+        },
+    ]
     assert not (tmp_path / "mine" / "figures").exists()  # figures.out_dir, when set, is where they go
 
 
-def refused(tmp_path, error: type[Exception], message: str, *overrides: str, experiment: str = "mine",
-            runs_root: str | None = "runs") -> None:
+def refused(
+    tmp_path,
+    error: type[Exception],
+    message: str,
+    *overrides: str,
+    experiment: str = "mine",
+    runs_root: str | None = "runs",
+) -> None:
     refused_with = refusal(lambda: figures(runs_root and tmp_path / runs_root, experiment, *overrides), error)
     assert refused_with.startswith(message)
     assert not list(tmp_path.rglob("figures"))
@@ -93,8 +124,13 @@ def test_an_experiment_without_finished_runs_is_refused_naming_those_there(tmp_p
     write_run(tmp_path / "runs", "mine", "acrobot", "ppo", 0)
     write_run(tmp_path / "runs", "main", "acrobot", "ppo", 0)
     write_run(tmp_path / "runs", "unfinished", "acrobot", "ppo", 0, done=False)
-    refused(tmp_path, ConfigError, f"figures.experiment=unfinished has no finished run under {tmp_path / 'runs'} "
-                                   f"(experiments with finished runs there: main, mine)", experiment="unfinished")
+    refused(
+        tmp_path,
+        ConfigError,
+        f"figures.experiment=unfinished has no finished run under {tmp_path / 'runs'} "
+        f"(experiments with finished runs there: main, mine)",
+        experiment="unfinished",
+    )
 
 
 def test_one_envs_runs_made_with_different_settings_are_refused(tmp_path):
@@ -102,25 +138,43 @@ def test_one_envs_runs_made_with_different_settings_are_refused(tmp_path):
     write_run(tmp_path / "runs", "mine", "acrobot", "iif-p50", 0, config_hash="bbbbbb")
     refused(tmp_path, RunDirError, f"{tmp_path / 'runs'}: the runs of mine/acrobot were made with different settings")
     write_run(tmp_path / "runs", "mine", "acrobot", "ppo", 0, config_hash="bbbbbb")  # the same arm and seed, twice
-    refused(tmp_path, RunDirError, f"{tmp_path / 'runs'}: several runs share experiment/env/method_tag/protocol/seed "
-                                   f"mine/acrobot/ppo/clean/0")
+    refused(
+        tmp_path,
+        RunDirError,
+        f"{tmp_path / 'runs'}: several runs share experiment/env/method_tag/protocol/seed mine/acrobot/ppo/clean/0",
+    )
 
 
 def test_settings_the_experiments_figures_cannot_use_are_refused(tmp_path):
     write_run(tmp_path / "runs", "mine", "acrobot", "ppo", 0)
     refused(tmp_path, ConfigError, f"figures.runs_root={tmp_path / 'none'} is not a directory", runs_root="none")
-    refused(tmp_path, ConfigError, "figures.experiment=mine draws the runs under figures.runs_root, which is not set",
-            runs_root=None)
-    refused(tmp_path, ConfigError, "figures.replace=mine/acrobot replaces committed results",
-            "figures.replace=[mine/acrobot]")
-    refused(tmp_path, ConfigError, f"figures.out_dir={COMMITTED / 'data' / 'x'} is in the paper's data",
-            f"figures.out_dir={COMMITTED / 'data' / 'x'}")
+    refused(
+        tmp_path,
+        ConfigError,
+        "figures.experiment=mine draws the runs under figures.runs_root, which is not set",
+        runs_root=None,
+    )
+    refused(
+        tmp_path,
+        ConfigError,
+        "figures.replace=mine/acrobot replaces committed results",
+        "figures.replace=[mine/acrobot]",
+    )
+    refused(
+        tmp_path,
+        ConfigError,
+        f"figures.out_dir={COMMITTED / 'data' / 'x'} is in the paper's data",
+        f"figures.out_dir={COMMITTED / 'data' / 'x'}",
+    )
 
 
 def test_a_refusal_is_one_line_exit_2(tmp_path):
     write_run(tmp_path / "runs", "mine", "acrobot", "ppo", 0)
-    result = rlinfluence("task=figures", f"figures.runs_root={tmp_path / 'runs'}", "figures.experiment=nope",
-                         cwd=tmp_path)
-    assert cli_refusal(result) == (f"rlinfluence: config error: figures.experiment=nope has no finished run under "
-                    f"{tmp_path / 'runs'} (experiments with finished runs there: mine)")
+    result = rlinfluence(
+        "task=figures", f"figures.runs_root={tmp_path / 'runs'}", "figures.experiment=nope", cwd=tmp_path
+    )
+    assert cli_refusal(result) == (
+        f"rlinfluence: config error: figures.experiment=nope has no finished run under "
+        f"{tmp_path / 'runs'} (experiments with finished runs there: mine)"
+    )
     assert not list(tmp_path.rglob("figures"))

@@ -32,8 +32,16 @@ def _round_buffers(cfg, rounds: int):
         if cfg.collection.repeat_action_noise:
             trainer.action_generator.set_state(trainer.first_action_state)
         trainer.envs.start_round()
-        buffers.append(collect_rollout(trainer.model, trainer.envs, cfg.env.n_steps, cfg.ppo.gamma,
-                                       cfg.ppo.gae_lambda, trainer.action_generator))
+        buffers.append(
+            collect_rollout(
+                trainer.model,
+                trainer.envs,
+                cfg.env.n_steps,
+                cfg.ppo.gamma,
+                cfg.ppo.gae_lambda,
+                trainer.action_generator,
+            )
+        )
     trainer.close()
     return buffers
 
@@ -70,7 +78,7 @@ def test_chunk_normalization_normalizes_each_chunk_of_a_seeded_partition():
     normalized = chunk_normalized_advantages(advantages, 64, np.random.default_rng(7))
     order = np.random.default_rng(7).permutation(200)  # the same draw: the chunks are seeded
     for start in range(0, 200, 64):
-        chunk = normalized[order[start:start + 64]]
+        chunk = normalized[order[start : start + 64]]
         assert abs(float(chunk.mean())) < 1e-12
         assert float(chunk.std()) == pytest.approx(1.0, abs=1e-6)  # unbiased std, as SB3 and the authors
     assert not torch.allclose(normalized, chunk_normalized_advantages(advantages, 64, np.random.default_rng(8)))
@@ -103,8 +111,17 @@ def test_drop_last_minibatch_skips_the_partial_one(drop_last, sizes):
 def test_drop_last_minibatch_means_fewer_gradient_steps_in_a_run(tmp_path):
     from rlinfluence.cli import run_task
 
-    overrides = ["env=frozenlake", "env.n_steps=80", "ppo.batch_size=32", "ppo.n_epochs=2", "env.rounds=1",
-                 "eval.episodes=2", "logger=disabled", "progress=false", "method=ppo"]
+    overrides = [
+        "env=frozenlake",
+        "env.n_steps=80",
+        "ppo.batch_size=32",
+        "ppo.n_epochs=2",
+        "env.rounds=1",
+        "eval.episodes=2",
+        "logger=disabled",
+        "progress=false",
+        "method=ppo",
+    ]
     keep = run_task(compose_config(overrides), tmp_path / "keep")
     drop = run_task(compose_config(overrides + ["ppo.drop_last_minibatch=true"]), tmp_path / "drop")
     assert keep and drop
@@ -137,8 +154,9 @@ def test_abandon_unfinished_resets_only_envs_that_started():
 
 
 def test_repeat_starts_replays_the_same_episode_seeds_every_round():
-    cfg = compose_config(["env=acrobot", "env.n_steps=64", "collection.abandon_unfinished=true",
-                          "collection.repeat_starts=true"])
+    cfg = compose_config(
+        ["env=acrobot", "env.n_steps=64", "collection.abandon_unfinished=true", "collection.repeat_starts=true"]
+    )
     trainer = Trainer(cfg)
     envs = trainer.envs
     seeds = []
@@ -163,16 +181,18 @@ def test_paper_collection_with_a_fixed_policy_collects_the_same_buffer_every_rou
     cfg = compose_config(["env=acrobot", "env.n_steps=64", "protocol=paper"])
     first, second, third = _round_buffers(cfg, 3)
     assert _same(first, second) and _same(second, third)
-    without_noise = compose_config(["env=acrobot", "env.n_steps=64", "protocol=paper",
-                                    "collection.repeat_action_noise=false"])
+    without_noise = compose_config(
+        ["env=acrobot", "env.n_steps=64", "protocol=paper", "collection.repeat_action_noise=false"]
+    )
     first, second = _round_buffers(without_noise, 2)
     assert torch.equal(first.obs[0], second.obs[0]) and not _same(first, second)
 
 
 def test_paper_protocol_resumes_to_the_uninterrupted_run():
     """The partition RNG and the collection state are part of the checkpoint."""
-    cfg = compose_config(["env=acrobot", "protocol=paper", "env.n_steps=96", "ppo.batch_size=32",
-                          "eval.episodes=2", "eval.n_parallel=2"])
+    cfg = compose_config(
+        ["env=acrobot", "protocol=paper", "env.n_steps=96", "ppo.batch_size=32", "eval.episodes=2", "eval.n_parallel=2"]
+    )
 
     def results(rows):
         return [{k: v for k, v in row.items() if not k.startswith("time_")} for row in rows]

@@ -41,13 +41,18 @@ def test_a_committed_run_replays_bit_for_bit(run):
 
 def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
     tidy = read_tidy_csv(DATA / "main.csv")
-    run = tidy[(tidy["env"] == "frozenlake") & (tidy["method_tag"] == "ppo") & (tidy["protocol"] == "clean")
-               & (tidy["seed"] == 0)].copy()
+    run = tidy[
+        (tidy["env"] == "frozenlake")
+        & (tidy["method_tag"] == "ppo")
+        & (tidy["protocol"] == "clean")
+        & (tidy["seed"] == 0)
+    ].copy()
     run.loc[run["round"] == 1, "test_return"] += 0.001  # as if a change to the code had moved round 1
     (tmp_path / "main.csv").write_bytes(tidy_csv_bytes(sort_tidy(run)))
     shutil.copy(DATA / "settings.json", tmp_path)
-    cfg = compose_config(["task=replay", "replay.run=main/frozenlake/sgd/ppo/seed0", "replay.rounds=2",
-                          f"figures.data_dir={tmp_path}"])
+    cfg = compose_config(
+        ["task=replay", "replay.run=main/frozenlake/sgd/ppo/seed0", "replay.rounds=2", f"figures.data_dir={tmp_path}"]
+    )
     [result] = replay_runs(cfg)
     assert result.difference.startswith("round 1 test_return: committed ")
     with pytest.raises(SystemExit) as stop:

@@ -19,9 +19,23 @@ ROUNDS = 8
 
 
 def command(runs_root: Path, env: str) -> list[str]:
-    return [sys.executable, "-m", "rlinfluence", f"env={env}", "method=iif", "env.n_steps=256", f"env.rounds={ROUNDS}",
-            "ppo.batch_size=64", "eval.episodes=8", "eval.n_parallel=4", "logger=disabled", "progress=false",
-            f"runs_root={runs_root}", "seed=5", "checkpoint.snapshots=true"]
+    return [
+        sys.executable,
+        "-m",
+        "rlinfluence",
+        f"env={env}",
+        "method=iif",
+        "env.n_steps=256",
+        f"env.rounds={ROUNDS}",
+        "ppo.batch_size=64",
+        "eval.episodes=8",
+        "eval.n_parallel=4",
+        "logger=disabled",
+        "progress=false",
+        f"runs_root={runs_root}",
+        "seed=5",
+        "checkpoint.snapshots=true",
+    ]
 
 
 def metrics(runs_root: Path) -> list[dict[str, str]]:

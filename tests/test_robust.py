@@ -29,8 +29,11 @@ from rlinfluence.selection import (
 from rlinfluence.targets import EntropyTarget, ReturnTarget
 
 # The robust variants as the overlays sweep them (conf/method/), with their run-directory tags on FrozenLake.
-ROBUST = {"iif_guard-p50": ["method=iif_guard"], "iif-pauto": ["method=iif_auto"],
-          "iif_guard-pauto": ["method=iif_guard_auto"]}
+ROBUST = {
+    "iif_guard-p50": ["method=iif_guard"],
+    "iif-pauto": ["method=iif_auto"],
+    "iif_guard-pauto": ["method=iif_guard_auto"],
+}
 
 # ---------------------------------------------------------------- the rules on hand-built numbers
 
@@ -78,8 +81,9 @@ def trainer_and_buffer(tiny_config):
 
 
 def first_records(buffer: RolloutBuffer, n: int) -> RolloutBuffer:
-    return RolloutBuffer(**{f.name: None if getattr(buffer, f.name) is None else getattr(buffer, f.name)[:n]
-                            for f in fields(buffer)})
+    return RolloutBuffer(
+        **{f.name: None if getattr(buffer, f.name) is None else getattr(buffer, f.name)[:n] for f in fields(buffer)}
+    )
 
 
 @pytest.mark.parametrize("target", [EntropyTarget(), ReturnTarget(np.arange(0, 64, 3))], ids=["entropy", "subset"])
@@ -153,8 +157,11 @@ def test_held_out_scores_rate_each_record_on_the_half_it_is_not_in(trainer_and_b
         np.testing.assert_allclose(held_out[half], on_other[half], rtol=1e-4, atol=1e-7)
 
 
-@pytest.mark.parametrize("method", [DropMostNegativeEntropyGuarded(p=50), DropMostNegative(p="auto"),
-                                    DropMostNegativeEntropyGuarded(p="auto")], ids=["guard", "auto", "guard-auto"])
+@pytest.mark.parametrize(
+    "method",
+    [DropMostNegativeEntropyGuarded(p=50), DropMostNegative(p="auto"), DropMostNegativeEntropyGuarded(p="auto")],
+    ids=["guard", "auto", "guard-auto"],
+)
 def test_degenerate_rounds_keep_every_record(trainer_and_buffer, method):
     trainer, buffer = trainer_and_buffer
     attribute, rng = trainer.attribution(buffer), np.random.default_rng(0)
@@ -194,21 +201,26 @@ def test_each_variant_has_a_run_dir_of_its_own(tag):
     validate(cfg)
     assert str(relative_run_dir(cfg)) == f"frozenlake/sgd/{tag}/seed0"
     assert str(relative_run_dir(compose_config(["env=minigrid", *ROBUST[tag]]))).endswith(
-        tag.replace("p50", "p12.5") + "/seed0")  # the guard's p is the env's paper p
+        tag.replace("p50", "p12.5") + "/seed0"
+    )  # the guard's p is the env's paper p
 
 
 @pytest.mark.parametrize("preset,spelled_out", [("iif_auto", "iif"), ("iif_guard_auto", "iif_guard")])
 def test_a_p_auto_preset_is_the_same_run_as_method_p_auto(preset, spelled_out):
-    assert (relative_run_dir(compose_config([f"method={preset}"]))
-            == relative_run_dir(compose_config([f"method={spelled_out}", "method.p=auto"])))
+    assert relative_run_dir(compose_config([f"method={preset}"])) == relative_run_dir(
+        compose_config([f"method={spelled_out}", "method.p=auto"])
+    )
 
 
-@pytest.mark.parametrize("overrides,allowed", [
-    (["method.p=abc"], "(0, 100] or auto"),
-    (["method=iif_guard", "method.p=0"], "(0, 100] or auto"),
-    (["method=random", "method.p=auto"], "p=auto is for method=iif, iif_guard"),
-    (["method=advantage", "method.variant=h1", "method.p=auto"], "p=auto is for method=iif, iif_guard"),
-])
+@pytest.mark.parametrize(
+    "overrides,allowed",
+    [
+        (["method.p=abc"], "(0, 100] or auto"),
+        (["method=iif_guard", "method.p=0"], "(0, 100] or auto"),
+        (["method=random", "method.p=auto"], "p=auto is for method=iif, iif_guard"),
+        (["method=advantage", "method.variant=h1", "method.p=auto"], "p=auto is for method=iif, iif_guard"),
+    ],
+)
 def test_bad_p_is_one_line_naming_the_key_and_what_is_allowed(overrides, allowed):
     message = config_refusal(*overrides)
     assert message.startswith("method.p=") and allowed in message

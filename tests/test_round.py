@@ -84,8 +84,15 @@ class ScriptedAgent:
 def test_the_loop_runs_any_agents_stages_in_order_and_writes_every_column(tiny_config):
     agent = ScriptedAgent(tiny_config("method=iif", "method.p=100", "env.rounds=3", "eval.every=2"))
     rows = [initial_row(agent)] + [run_round(agent, k) for k in (1, 2, 3)]
-    assert agent.stages[:7] == ["evaluate", "collect", "forward", "attribute", "update",  # round 1 skips evaluation
-                                "collect", "forward"]
+    assert agent.stages[:7] == [
+        "evaluate",
+        "collect",
+        "forward",
+        "attribute",
+        "update",  # round 1 skips evaluation
+        "collect",
+        "forward",
+    ]
     assert all(list(row) == agent.columns for row in rows)
     assert [row["eval_episodes"] for row in rows] == [1, 0, 1, 1]  # eval.every=2, and always the last round
     assert np.isnan(rows[1]["test_return"]) and rows[2]["test_return"] == 2.0

@@ -57,8 +57,9 @@ def test_constant_is_the_update_with_the_configured_values(tiny_config, optimize
             assert torch.equal(buffer.obs, plain_run.collect(k).obs)
             keep = Selection(np.ones(len(buffer), bool))
             stats = scheduled_run.update(k, buffer, keep)
-            assert stats == ppo_update(plain_run.model, plain_run.optimizer, buffer, keep, plain_run.cfg.ppo,
-                                       plain_run.shuffle_rng)
+            assert stats == ppo_update(
+                plain_run.model, plain_run.optimizer, buffer, keep, plain_run.cfg.ppo, plain_run.shuffle_rng
+            )
         for name, value in scheduled_run.model.state_dict().items():
             assert torch.equal(value, plain_run.model.state_dict()[name]), name
     finally:

@@ -41,12 +41,22 @@ WHY_NO_SLURM = _why_no_slurm()
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.xdist_group("slurm"),  # one worker: the tests share the cluster's few CPUs and watch its queue
-    pytest.mark.skipif(WHY_NO_SLURM is not None, reason=f"needs a SLURM cluster: {WHY_NO_SLURM}; "
-                                                        "start one with sbatch/local-cluster.sh up"),
+    pytest.mark.skipif(
+        WHY_NO_SLURM is not None,
+        reason=f"needs a SLURM cluster: {WHY_NO_SLURM}; start one with sbatch/local-cluster.sh up",
+    ),
 ]
 
-TINY = ["env=frozenlake", "method=ppo", "env.rounds=2", "env.n_steps=128", "ppo.batch_size=64",
-        "eval.episodes=5", "logger=disabled", "progress=false"]
+TINY = [
+    "env=frozenlake",
+    "method=ppo",
+    "env.rounds=2",
+    "env.n_steps=128",
+    "ppo.batch_size=64",
+    "eval.episodes=5",
+    "logger=disabled",
+    "progress=false",
+]
 LONG = [*TINY[:2], "env.rounds=100", "env.n_steps=256", *TINY[4:]]  # ~20 s: long enough to preempt
 SMALL_JOBS = ["--mem=1G", "--time=10"]
 SMALL_SUBMITIT_JOBS = ["hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10"]
@@ -72,8 +82,9 @@ def workdir(tmp_path, monkeypatch):
 
 
 def _squeue_states(job: str) -> dict[str, str]:
-    out = subprocess.run(["squeue", "--noheader", "--array", "--jobs", job, "--format=%i %T"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["squeue", "--noheader", "--array", "--jobs", job, "--format=%i %T"], capture_output=True, text=True
+    )
     return dict(line.split() for line in out.stdout.splitlines()) if out.returncode == 0 else {}
 
 
@@ -94,12 +105,17 @@ def _wait_until_finished(jobs: list[str]) -> None:
 
 def _final_states(job: str, n_tasks: int) -> dict[str, str]:
     """Accounting states of an array's tasks (sacct lags the queue by about a second)."""
+
     def states():
-        out = subprocess.run(["sacct", "--noheader", "--allocations", "--parsable2", "--jobs", job,
-                              "--format=JobID,State"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["sacct", "--noheader", "--allocations", "--parsable2", "--jobs", job, "--format=JobID,State"],
+            capture_output=True,
+            text=True,
+        )
         found = dict(line.split("|")[:2] for line in out.stdout.splitlines() if line)
         final = len(found) == n_tasks and not any(s in ("PENDING", "RUNNING", "REQUEUED") for s in found.values())
         return found if final else None
+
     return _wait(states, f"accounting records of job {job}", timeout=60)
 
 
@@ -116,8 +132,11 @@ def _resumed(before: str, after: str) -> bool:
     def without_clock(line: str) -> list[str]:
         return [value for i, value in enumerate(line.split(",")) if i not in clock]
 
-    return (len(new) > len(old) and new[:len(old) - 1] == old[:-1]
-            and without_clock(new[len(old) - 1]) == without_clock(old[-1]))
+    return (
+        len(new) > len(old)
+        and new[: len(old) - 1] == old[:-1]
+        and without_clock(new[len(old) - 1]) == without_clock(old[-1])
+    )
 
 
 def _assert_finished_run(run_dir: Path, rounds: int) -> None:
@@ -188,7 +207,7 @@ def test_sbatch_task_requeued_on_usr1_resumes_from_its_checkpoint(workdir, capsy
     assert slurm.main(["make", *LONG, "seed=0", "experiment_name=slurm_requeue", "-o", str(manifest)]) == 0
     capsys.readouterr()
     assert slurm.main(["submit", str(manifest), "--", *SMALL_JOBS]) == 0
-    job, = _submitted_jobs(capsys.readouterr().out)
+    (job,) = _submitted_jobs(capsys.readouterr().out)
     task, run_dir = f"{job}_0", _run_dir(workdir, LONG, "slurm_requeue", 0)
     _wait(lambda: (run_dir / "metrics.csv").exists() and len(metrics_rows(run_dir)) >= 3, "the run to log rounds")
 
@@ -211,8 +230,20 @@ def test_sbatch_task_requeued_on_usr1_resumes_from_its_checkpoint(workdir, capsy
 
 
 def test_hydra_slurm_launcher_runs_the_sweep_as_an_array(workdir):
-    subprocess.run([*_rlinfluence(), "-m", *TINY, "seed=0,1,2", "experiment_name=slurm_submitit",
-                    "launcher=slurm", *SMALL_SUBMITIT_JOBS], cwd=workdir, check=True, timeout=TIMEOUT)
+    subprocess.run(
+        [
+            *_rlinfluence(),
+            "-m",
+            *TINY,
+            "seed=0,1,2",
+            "experiment_name=slurm_submitit",
+            "launcher=slurm",
+            *SMALL_SUBMITIT_JOBS,
+        ],
+        cwd=workdir,
+        check=True,
+        timeout=TIMEOUT,
+    )
     sweep = workdir / "runs" / "slurm_submitit"
     for seed in range(3):
         _assert_finished_run(_run_dir(workdir, TINY, "slurm_submitit", seed), rounds=2)
@@ -221,7 +252,7 @@ def test_hydra_slurm_launcher_runs_the_sweep_as_an_array(workdir):
     for path in results:
         status, _ = pickle.loads(path.read_bytes())
         assert status == "success"
-    array, = {p.parent.name.split("_")[0] for p in results}  # one array of three tasks
+    (array,) = {p.parent.name.split("_")[0] for p in results}  # one array of three tasks
     assert _final_states(array, 3) == {f"{array}_{i}": "COMPLETED" for i in range(3)}
 
 
@@ -229,13 +260,25 @@ def test_hydra_slurm_launcher_runs_the_sweep_as_an_array(workdir):
 def test_hydra_slurm_job_requeued_on_preemption_resumes(workdir):
     sweep = workdir / "runs" / "slurm_submitit_requeue"
     run_dir = _run_dir(workdir, LONG, "slurm_submitit_requeue", 0)
-    driver = subprocess.Popen([*_rlinfluence(), "-m", *LONG, "seed=0", "experiment_name=slurm_submitit_requeue",
-                               "launcher=slurm", *SMALL_SUBMITIT_JOBS], cwd=workdir,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    driver = subprocess.Popen(
+        [
+            *_rlinfluence(),
+            "-m",
+            *LONG,
+            "seed=0",
+            "experiment_name=slurm_submitit_requeue",
+            "launcher=slurm",
+            *SMALL_SUBMITIT_JOBS,
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         _wait(lambda: (run_dir / "metrics.csv").exists() and len(metrics_rows(run_dir)) >= 3, "the run to log rounds")
         # submitit submits a sweep of one as a plain job (no array): its folder is the job id
-        task, = [p.name for p in (sweep / ".submitit").iterdir() if p.is_dir()]
+        (task,) = [p.name for p in (sweep / ".submitit").iterdir() if p.is_dir()]
         # submitit's preemption/time-out signal (what SLURM sends signal_delay_s before the limit)
         subprocess.run(["scancel", "--signal=USR2", task], check=True)
         _wait_until_requeued(task)

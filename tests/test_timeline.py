@@ -28,8 +28,8 @@ def test_roughness_of_a_path_graph_matches_the_formula_by_hand():
     # Points 0, 1, 3, 6 on a line, u = 1: edges 0–1, 1–3, 3–6 of lengths 1, 2, 3, so σ = 2.
     points = np.array([[0.0], [1.0], [3.0], [6.0]])
     influence = np.array([2.0, 2.0, 1.0, 1.0])  # Ĩ = 1, 1, 0.5, 0.5: only the edge 1–3 differs
-    weights = np.exp(-np.array([1.0, 2.0, 3.0]) ** 2 / 2.0 ** 2)
-    expected = weights[1] * 0.5 ** 2 / weights.sum()
+    weights = np.exp(-(np.array([1.0, 2.0, 3.0]) ** 2) / 2.0**2)
+    expected = weights[1] * 0.5**2 / weights.sum()
     assert graph_roughness(points, influence, neighbours=1) == pytest.approx(expected, rel=1e-12)
     # Negative-influence records are not on the graph, wherever they lie.
     with_negative = graph_roughness(np.vstack([points, [[0.5], [2.0]]]), np.append(influence, [-5.0, -1.0]), 1)
@@ -57,7 +57,7 @@ def test_knn_graph_matches_brute_force():
     distance = np.linalg.norm(points[:, None] - points[None], axis=-1)
     expected = {}
     for i in range(len(points)):
-        for j in np.argsort(distance[i])[1:u + 1]:
+        for j in np.argsort(distance[i])[1 : u + 1]:
             expected[(min(i, j), max(i, j))] = distance[i, j]
     i, j, lengths = knn_edges(points, u)
     assert dict(zip(zip(i.tolist(), j.tolist()), lengths)) == pytest.approx(expected)
@@ -73,9 +73,17 @@ def test_phase_cut_finds_planted_change_points():
     assert phase_starts(np.column_stack([pi[:5], roughness[:5]]), 3) == [0]  # 5 rounds hold one phase of 3
 
 
-TIMELINE = ["env=acrobot", "task=timeline", "env.n_steps=128", "ppo.batch_size=64", "env.rounds=6",
-            "eval.episodes=2", "analysis.timeline.top=5", "analysis.timeline.neighbours=5",
-            "analysis.timeline.phases=2"]
+TIMELINE = [
+    "env=acrobot",
+    "task=timeline",
+    "env.n_steps=128",
+    "ppo.batch_size=64",
+    "env.rounds=6",
+    "eval.episodes=2",
+    "analysis.timeline.top=5",
+    "analysis.timeline.neighbours=5",
+    "analysis.timeline.phases=2",
+]
 
 
 def test_timeline_on_a_tiny_acrobot_run_writes_its_csv_beside_its_run_and_draws(tmp_path, tiny_config):
@@ -84,9 +92,24 @@ def test_timeline_on_a_tiny_acrobot_run_writes_its_csv_beside_its_run_and_draws(
     path, identity = analysis_output(tmp_path / "runs", "timeline")
     written = pd.read_csv(path)
     assert identity["non_default"]["env.rounds"] == 6 and identity["env"] == "acrobot" and identity["seed"] == 0
-    assert {"env", "seed", "round", "pi_target", "roughness", "n_positive", "n_records", "target_state",
-            "target_action", "rank", "record", "influence", "action", "advantage_gae", "embedding_distance",
-            *(f"obs_{d}" for d in range(6))} == set(written.columns)
+    assert {
+        "env",
+        "seed",
+        "round",
+        "pi_target",
+        "roughness",
+        "n_positive",
+        "n_records",
+        "target_state",
+        "target_action",
+        "rank",
+        "record",
+        "influence",
+        "action",
+        "advantage_gae",
+        "embedding_distance",
+        *(f"obs_{d}" for d in range(6)),
+    } == set(written.columns)
     assert len(written) == 6 * 5 and sorted(written["round"].unique()) == list(range(1, 7))
     for _, records in written.groupby("round"):
         assert list(records["rank"]) == [1, 2, 3, 4, 5] and records["influence"].is_monotonic_decreasing
@@ -103,8 +126,7 @@ def test_timeline_on_a_tiny_acrobot_run_writes_its_csv_beside_its_run_and_draws(
     s_star = torch.tensor([state], dtype=torch.float32)
     assert (written["target_action"] == int(final.policy_output(s_star).argmax())).all()
     # π(a*|s*) of round 1 is the initial policy's.
-    initial = ActorCritic(trainer.envs.observation_space, trainer.envs.action_space, cfg.env.network,
-                          torch.Generator())
+    initial = ActorCritic(trainer.envs.observation_space, trainer.envs.action_space, cfg.env.network, torch.Generator())
     initial.load_state_dict(load_snapshot(run_dir, 0)["model"])
     with torch.no_grad():
         pi_1 = torch.softmax(initial.policy_output(s_star), -1)[0, int(written["target_action"].iloc[0])]
@@ -112,12 +134,16 @@ def test_timeline_on_a_tiny_acrobot_run_writes_its_csv_beside_its_run_and_draws(
     assert len(rows) == len(written)
 
     # The refresh gathers it into the data dir; Fig. 10 documents another command, so it is not drawn from it ...
-    results = {name: (status, reason) for name, status, reason in
-               regenerate(tmp_path / "data", tmp_path / "figures", runs_root=tmp_path / "runs")}
+    results = {
+        name: (status, reason)
+        for name, status, reason in regenerate(tmp_path / "data", tmp_path / "figures", runs_root=tmp_path / "runs")
+    }
     assert (tmp_path / "data" / "analyses" / "timeline" / "acrobot-seed0.csv").read_bytes() == path.read_bytes()
     status, reason = results["fig10_timeline_acrobot"]
-    assert status == "missing" and ("acrobot-seed0.csv: analysis.timeline.neighbours=5, this has "
-                                    "analysis.timeline.neighbours=20") in reason
+    assert (
+        status == "missing"
+        and ("acrobot-seed0.csv: analysis.timeline.neighbours=5, this has analysis.timeline.neighbours=20") in reason
+    )
     assert "task=timeline env=highway" in (tmp_path / "figures" / "MISSING.md").read_text()
     # ... though its figure draws from the rows as they are.
     fig10 = next(output for output in OUTPUTS if output.name == "fig10_timeline_acrobot")
@@ -138,8 +164,14 @@ def test_timeline_refuses_a_target_that_does_not_fit_the_env(tmp_path, tiny_conf
 def test_timeline_without_a_default_state_follows_the_start_state(tmp_path, tiny_config):
     # FrozenLake's preset sets no analysis.timeline.state: s* is its start cell. Its one-hot states give many
     # records the same embedding (edges of length 0), which the roughness must take in its stride.
-    cfg = tiny_config("env=frozenlake", "task=timeline", "env.rounds=3", "analysis.timeline.top=3",
-                      f"runs_root={tmp_path / 'runs'}", f"figures.data_dir={tmp_path / 'data'}")
+    cfg = tiny_config(
+        "env=frozenlake",
+        "task=timeline",
+        "env.rounds=3",
+        "analysis.timeline.top=3",
+        f"runs_root={tmp_path / 'runs'}",
+        f"figures.data_dir={tmp_path / 'data'}",
+    )
     rows = run_task(cfg)
     assert json.loads(rows["target_state"].iloc[0]) == [1.0] + [0.0] * 15
     assert rows["roughness"].dropna().between(0, 1).all() and len(rows) == 3 * 3

@@ -11,6 +11,7 @@ is the standard test's row. Only finished runs are written: a standard test of e
 script tests, or an IIF loop with every round's file and test. Rows of (env, arm, seed) found in
 the work dir replace those in the CSV; others are kept.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,31 +39,49 @@ RUN_KEY = ["env", "method_tag", "seed"]
 
 # What each env's runs are made of; hashed into config_hash with the test-episode count.
 ENVS = {
-    "lunarlander": {"env_id": "LunarLander-v2", "rounds": {"ppo": 100, "iif": 100},
-                    "standard": "result_lunarlander_lr-5e-3_step-310k_seed-{seed}_0-100.txt",
-                    "iif": "result_lunarlander_rollout_train_surrogate_PG-SI-CP-ghost_adaptive_rol-0-{i}-{j}"
-                           "_neg-bottom-12.5_gae-lambda-1_2k_lambda_seed-{seed}.txt",
-                    "scripts": ["run_lunarlander_std_training.sh", "run_lunarlander_std_test.sh <seed> 0 100",
-                                "run_iif_lunarlander_sgd.sh <seed> 12.5 <cpus>"]},
-    "minigrid": {"env_id": "MiniGrid-Empty-8x8-v0", "rounds": {"ppo": 20, "iif": 20},
-                 "standard": "result_minigrid_88_sgd_lr-5e-3_feat-64_step-80k_seed-{seed}.txt",
-                 "iif": "result_minigrid_act7_88_sgd_rollout_train_surrogate_PG-SI-CP-ghostori_adaptive_rol-0-{i}-{j}"
-                        "_neg-bottom-12.5_gae-lambda-1_2k_lambda_seed-{seed}.txt",
-                 "scripts": ["run_train_minigrid_sgd.sh <seed>", "run_eval_baseline.sh <seed> <cpus>",
-                             "run_iif_minigrid.sh <seed> 12.5 <cpus>"]},
+    "lunarlander": {
+        "env_id": "LunarLander-v2",
+        "rounds": {"ppo": 100, "iif": 100},
+        "standard": "result_lunarlander_lr-5e-3_step-310k_seed-{seed}_0-100.txt",
+        "iif": "result_lunarlander_rollout_train_surrogate_PG-SI-CP-ghost_adaptive_rol-0-{i}-{j}"
+        "_neg-bottom-12.5_gae-lambda-1_2k_lambda_seed-{seed}.txt",
+        "scripts": [
+            "run_lunarlander_std_training.sh",
+            "run_lunarlander_std_test.sh <seed> 0 100",
+            "run_iif_lunarlander_sgd.sh <seed> 12.5 <cpus>",
+        ],
+    },
+    "minigrid": {
+        "env_id": "MiniGrid-Empty-8x8-v0",
+        "rounds": {"ppo": 20, "iif": 20},
+        "standard": "result_minigrid_88_sgd_lr-5e-3_feat-64_step-80k_seed-{seed}.txt",
+        "iif": "result_minigrid_act7_88_sgd_rollout_train_surrogate_PG-SI-CP-ghostori_adaptive_rol-0-{i}-{j}"
+        "_neg-bottom-12.5_gae-lambda-1_2k_lambda_seed-{seed}.txt",
+        "scripts": [
+            "run_train_minigrid_sgd.sh <seed>",
+            "run_eval_baseline.sh <seed> <cpus>",
+            "run_iif_minigrid.sh <seed> 12.5 <cpus>",
+        ],
+    },
 }
 RELEASE = "github.com/LDAORL/LDA-ORL@c1d5764"
 
 # The line each test script prints when it loads the policy it tests (MiniGrid's exploration step prints
 # "loaded model with initial policy done <path>" for θ^i first; the test's own line comes last).
-CHECKPOINT = re.compile(r"(?:Loaded policy from:|loaded model with initial policy)\s+(?:done\s+)?"
-                        r"(\S*policy_grad_(\d+)\.zip)")
+CHECKPOINT = re.compile(
+    r"(?:Loaded policy from:|loaded model with initial policy)\s+(?:done\s+)?"
+    r"(\S*policy_grad_(\d+)\.zip)"
+)
 RETURN = re.compile(r"(?:Average return over (\d+) episodes|Average return J over fixed states):\s+(\S+)")
 EPISODES = re.compile(r"Generated (\d+) fixed initial states")
 KEPT = re.compile(r"len remaining records (\d+)")
 # Their followup round script's stage timers (whole processes, start-up included).
-TIMERS = {"time_collect": "exploration", "time_influence": "TracIn computation",
-          "time_update": "dataset selection and training", "time_eval": "final testing"}
+TIMERS = {
+    "time_collect": "exploration",
+    "time_influence": "TracIn computation",
+    "time_update": "dataset selection and training",
+    "time_eval": "final testing",
+}
 
 
 def parse_tests(path: Path) -> list[dict]:
@@ -77,17 +96,26 @@ def parse_tests(path: Path) -> list[dict]:
             updates = int(checkpoint.group(2))
             if updates % UPDATES_PER_ROUND:
                 sys.exit(f"convert: {path}: {checkpoint.group(1)} is not at a round boundary")
-            tests.append({"round": updates // UPDATES_PER_ROUND, "test_return": float(match.group(2)),
-                          "test_episodes": int(match.group(1) or episodes),
-                          "tested_checkpoint": checkpoint.group(1), "result_file": path.name})
+            tests.append(
+                {
+                    "round": updates // UPDATES_PER_ROUND,
+                    "test_return": float(match.group(2)),
+                    "test_episodes": int(match.group(1) or episodes),
+                    "tested_checkpoint": checkpoint.group(1),
+                    "result_file": path.name,
+                }
+            )
             checkpoint = None
     return tests
 
 
 def round_extras(path: Path) -> dict:
     text = path.read_text()
-    extras = {column: float(m.group(1)) for column, stage in TIMERS.items()
-              if (m := re.search(rf"Time elapsed after {stage}: (\d+) seconds", text))}
+    extras = {
+        column: float(m.group(1))
+        for column, stage in TIMERS.items()
+        if (m := re.search(rf"Time elapsed after {stage}: (\d+) seconds", text))
+    }
     if match := KEPT.search(text):
         extras["n_kept"] = int(match.group(1))
     return extras
@@ -112,8 +140,14 @@ def iif_run(results: Path, env: str, seed: int, round_zero: dict) -> list[dict] 
 
 
 def settings(env: str, test_episodes: int) -> dict:
-    return {"release": RELEASE, "env_id": ENVS[env]["env_id"], "scripts": ENVS[env]["scripts"],
-            "p": P, "optimizer": "sgd", "test_episodes": test_episodes}
+    return {
+        "release": RELEASE,
+        "env_id": ENVS[env]["env_id"],
+        "scripts": ENVS[env]["scripts"],
+        "p": P,
+        "optimizer": "sgd",
+        "test_episodes": test_episodes,
+    }
 
 
 def settings_hash(env: str, test_episodes: int) -> str:
@@ -124,8 +158,12 @@ def venv_versions(venv: Path | None) -> str | None:
     """Their venv's versions of our provenance LIBRARIES and stable-baselines3, as our tidy rows list ours."""
     if venv is None:
         return None
-    freeze = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
-                            capture_output=True, text=True, check=True).stdout.split()
+    freeze = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     versions = dict(line.lower().replace("_", "-").split("==") for line in freeze if "==" in line)
     names = (*LIBRARIES, "box2d-py", "stable-baselines3")
     return ";".join(f"{name}=={versions[name]}" for name in names if name in versions)
@@ -137,11 +175,22 @@ def tidy(rows: list[dict], env: str, seed: int, method: str, versions: str | Non
     if len(episodes) != 1:
         sys.exit(f"convert: {env} seed {seed} {method}: tests with several episode counts {sorted(episodes)}")
     frame = frame.assign(
-        experiment="authors", env=env, method=method, method_tag="ppo" if method == "ppo" else f"iif-p{P:g}",
-        p=float("nan") if method == "ppo" else P, optimizer="sgd", protocol="authors",
-        config_hash=settings_hash(env, int(episodes[0])), seed=seed, source="authors",
-        code_commit=RELEASE, code_dirty=False, versions=versions,
-        env_steps=frame["round"] * N_STEPS, n_records=(frame["round"] > 0) * N_STEPS)
+        experiment="authors",
+        env=env,
+        method=method,
+        method_tag="ppo" if method == "ppo" else f"iif-p{P:g}",
+        p=float("nan") if method == "ppo" else P,
+        optimizer="sgd",
+        protocol="authors",
+        config_hash=settings_hash(env, int(episodes[0])),
+        seed=seed,
+        source="authors",
+        code_commit=RELEASE,
+        code_dirty=False,
+        versions=versions,
+        env_steps=frame["round"] * N_STEPS,
+        n_records=(frame["round"] > 0) * N_STEPS,
+    )
     if method == "ppo":  # a standard update keeps every record
         frame["n_kept"] = frame["n_records"]
     frame.loc[frame["round"] == 0, "n_kept"] = 0
@@ -190,9 +239,11 @@ def main() -> None:
     write_json(args.out.parent / SETTINGS, dict(sorted(known.items())))
     write_bytes(args.out, tidy_csv_bytes(rows))
     runs = fresh.drop_duplicates(RUN_KEY)
-    print(f"convert: {len(runs)} finished runs from {args.work} "
-          f"({', '.join(f'{r.env} {r.method} seed {r.seed}' for r in runs.itertuples())}); "
-          f"{args.out} holds {rows.drop_duplicates(RUN_KEY).shape[0]} runs")
+    print(
+        f"convert: {len(runs)} finished runs from {args.work} "
+        f"({', '.join(f'{r.env} {r.method} seed {r.seed}' for r in runs.itertuples())}); "
+        f"{args.out} holds {rows.drop_duplicates(RUN_KEY).shape[0]} runs"
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ the cores given. Their files are never edited: the only deviations are the CPU l
 of test episodes, which a `python` shim first on PATH rewrites for `test_*_return.py` only, so
 both arms get the same count. The release path may also come from $LDA_ORL_DIR.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,16 @@ RELEASE_COMMIT = "c1d5764"
 # pygame last (box2d-py builds with Debian's swig; pygame 2.1.3 is their pin).
 VENV_STEPS = [
     ["torch==2.13.0"],
-    ["stable-baselines3==2.5.0", "gymnasium==0.29.1", "numpy<2", "wandb", "tensorboard", "tqdm",
-     "matplotlib", "minigrid==3.0.0"],
+    [
+        "stable-baselines3==2.5.0",
+        "gymnasium==0.29.1",
+        "numpy<2",
+        "wandb",
+        "tensorboard",
+        "tqdm",
+        "matplotlib",
+        "minigrid==3.0.0",
+    ],
     ["box2d-py==2.3.5"],
     ["pygame==2.1.3"],
 ]
@@ -81,9 +90,16 @@ def setup(args: argparse.Namespace) -> None:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     for step in VENV_STEPS:
         subprocess.run(pip + step, check=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import stable_baselines3, os; "
-                           "print(os.path.dirname(stable_baselines3.__file__))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import stable_baselines3, os; print(os.path.dirname(stable_baselines3.__file__))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # Their README: copy their patched package over the installed one (this venv only). Their
     # folder ships __pycache__ from their machine, so compile once here instead of in every process.
     shutil.copytree(release / "traditional-rl" / "stable_baselines3", site, dirs_exist_ok=True)
@@ -107,9 +123,14 @@ def shim_env(venv: Path, workdir: Path, test_episodes: int) -> dict[str, str]:
     shim.write_text(SHIM.replace("{python}", str(venv / "bin" / "python")))
     shim.chmod(0o755)
     env = dict(os.environ)
-    env.update(PATH=f"{shim_dir}:{venv / 'bin'}:{env['PATH']}", AUTHORS_TEST_EPISODES=str(test_episodes),
-               WANDB_MODE="disabled", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
-               MKL_NUM_THREADS="1")
+    env.update(
+        PATH=f"{shim_dir}:{venv / 'bin'}:{env['PATH']}",
+        AUTHORS_TEST_EPISODES=str(test_episodes),
+        WANDB_MODE="disabled",
+        PYTHONDONTWRITEBYTECODE="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
     return env
 
 
@@ -146,8 +167,11 @@ def main() -> None:
     r.add_argument("--p", default="12.5", help="drop percentile of the negative records (their README: 12.5)")
     r.add_argument("--test-episodes", type=int, default=1000, help="their scripts' count is 1000")
     r.add_argument("--cpus", default="0", help="taskset CPU list (their README: 0-7)")
-    r.add_argument("--stages", default="train,test,iif",
-                   help="comma list of train,test,iif (test and iif need train's checkpoints)")
+    r.add_argument(
+        "--stages",
+        default="train,test,iif",
+        help="comma list of train,test,iif (test and iif need train's checkpoints)",
+    )
     args = parser.parse_args()
     setup(args) if args.command == "setup" else run(args)
 

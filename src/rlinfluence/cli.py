@@ -78,8 +78,9 @@ def hydra_app(cfg: DictConfig) -> None:
 def one_line(error: HydraException) -> str:
     """Hydra's multi-line report of a composition error in one line: its own lines, the first line of
     its cause, the options of a missing choice; never the config search path."""
-    lines = [line.strip().rstrip(".") for line in str(error).split("\nConfig search path:")[0].splitlines()
-             if line.strip()]
+    lines = [
+        line.strip().rstrip(".") for line in str(error).split("\nConfig search path:")[0].splitlines() if line.strip()
+    ]
     if isinstance(error, MissingConfigException) and error.options:
         return f"{lines[0]} (options: {', '.join(error.options)})"
     if error.__cause__ is not None:
@@ -108,8 +109,18 @@ def sweep_overrides(argv: list[str]) -> list[str] | None:
             args = get_args_parser().parse_args(argv)
     except SystemExit:
         return None
-    flags = (args.help, args.hydra_help, args.cfg, args.info, args.shell_completion, args.run, args.config_path,
-             args.config_name, args.config_dir, args.experimental_rerun)
+    flags = (
+        args.help,
+        args.hydra_help,
+        args.cfg,
+        args.info,
+        args.shell_completion,
+        args.run,
+        args.config_path,
+        args.config_name,
+        args.config_dir,
+        args.experimental_rerun,
+    )
     return args.overrides if args.multirun and not any(flags) else None
 
 

@@ -47,13 +47,21 @@ def _policy_fn(policy: _PolicyFn, params: Params):
 def _target_gradient(policy: _PolicyFn, params: Params, target: Target, buffer: RolloutBuffer) -> Params:
     """∇L_f at `params` (policy parameters only; a parameter the target does not reach gets zeros)."""
     params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-    grads = torch.autograd.grad(target.loss(_policy_fn(policy, params), buffer), list(params.values()),
-                                allow_unused=True)
+    grads = torch.autograd.grad(
+        target.loss(_policy_fn(policy, params), buffer), list(params.values()), allow_unused=True
+    )
     return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(params.items(), grads)}
 
 
-def _per_record_loss(policy: _PolicyFn, params: Params, buffer: RolloutBuffer, ids: slice | torch.Tensor,
-                     old_log_prob: torch.Tensor, advantages: torch.Tensor, ppo: PPOConfig) -> torch.Tensor:
+def _per_record_loss(
+    policy: _PolicyFn,
+    params: Params,
+    buffer: RolloutBuffer,
+    ids: slice | torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    ppo: PPOConfig,
+) -> torch.Tensor:
     """ℓ_i(params) for the records `ids`: the PPO policy loss with the given log π_old and normalised Â."""
     log_prob, entropy = functional_call(policy, params, (buffer.obs[ids], buffer.actions[ids]))
     return policy_loss_per_record(log_prob, old_log_prob, advantages, ppo.clip_range, entropy, ppo.ent_coef)
@@ -67,24 +75,34 @@ def _policy_params(model: ActorCritic) -> Params:
 class _Attribution:
     """What both backends share: the policy parameters at θ_k, the target gradient, ℓ(θ)."""
 
-    def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                 normalized_advantages: torch.Tensor | None = None):
+    def __init__(
+        self,
+        model: ActorCritic,
+        buffer: RolloutBuffer,
+        target: Target,
+        ppo: PPOConfig,
+        normalized_advantages: torch.Tensor | None = None,
+    ):
         self.policy = _PolicyFn(model)
         buffer = buffer.to(model.device)
         self.params = _policy_params(model)
         self.buffer, self.ppo = buffer, ppo
         with torch.no_grad():
             self.old_log_prob = self.policy(buffer.obs, buffer.actions)[0]
-        self.advantages = (normalize_advantages(buffer.advantages) if normalized_advantages is None
-                           else normalized_advantages.to(model.device))
+        self.advantages = (
+            normalize_advantages(buffer.advantages)
+            if normalized_advantages is None
+            else normalized_advantages.to(model.device)
+        )
         self.target_gradient = _target_gradient(self.policy, self.params, target, buffer)
 
     def policy_fn(self, params: Params):
         return _policy_fn(self.policy, params)
 
     def per_record_loss(self, params: Params, ids: slice | torch.Tensor) -> torch.Tensor:
-        return _per_record_loss(self.policy, params, self.buffer, ids, self.old_log_prob[ids], self.advantages[ids],
-                                self.ppo)
+        return _per_record_loss(
+            self.policy, params, self.buffer, ids, self.old_log_prob[ids], self.advantages[ids], self.ppo
+        )
 
 
 class StepInfluence:
@@ -106,8 +124,11 @@ class StepInfluence:
         params = _policy_params(self.model)
         direction = _target_gradient(self.policy, params, self.target, self.buffer)
         old_log_prob, advantages = self.buffer.log_probs[ids], advantages.detach()
-        directional = jvp(lambda p: _per_record_loss(self.policy, p, self.buffer, ids, old_log_prob, advantages,
-                                                     self.ppo), (params,), (direction,))[1]
+        directional = jvp(
+            lambda p: _per_record_loss(self.policy, p, self.buffer, ids, old_log_prob, advantages, self.ppo),
+            (params,),
+            (direction,),
+        )[1]
         self.scores.index_add_(0, ids, self.lr * directional.detach().double())
 
 
@@ -123,7 +144,7 @@ def chunk_normalized_advantages(advantages: torch.Tensor, chunk: int, rng: np.ra
     order = torch.from_numpy(rng.permutation(len(advantages))).to(advantages.device)
     normalized = torch.empty_like(advantages)
     for start in range(0, len(order), chunk):
-        ids = order[start:start + chunk]
+        ids = order[start : start + chunk]
         normalized[ids] = normalize_advantages(advantages[ids])
     return normalized
 
@@ -156,9 +177,14 @@ def adam_preconditioner(model: ActorCritic, optimizer: torch.optim.Optimizer) ->
     return preconditioner
 
 
-def round_attribution(model: ActorCritic, buffer: RolloutBuffer, ppo: PPOConfig, cfg: InfluenceConfig,
-                      partition_rng: np.random.Generator | None = None,
-                      optimizer: torch.optim.Optimizer | None = None) -> Callable[[Target], torch.Tensor]:
+def round_attribution(
+    model: ActorCritic,
+    buffer: RolloutBuffer,
+    ppo: PPOConfig,
+    cfg: InfluenceConfig,
+    partition_rng: np.random.Generator | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> Callable[[Target], torch.Tensor]:
     """The round's scores on any target at θ_k, with the configured backend, advantage normalisation
     (`partition_rng` draws the chunks of `influence.normalization=chunk`, once: every target sees the
     same per-record losses) and preconditioner (`influence.preconditioner=adam` reads it from `optimizer`)."""
@@ -174,16 +200,28 @@ def round_attribution(model: ActorCritic, buffer: RolloutBuffer, ppo: PPOConfig,
     return attribute
 
 
-def compute_influence(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                      cfg: InfluenceConfig, partition_rng: np.random.Generator | None = None,
-                      optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
+def compute_influence(
+    model: ActorCritic,
+    buffer: RolloutBuffer,
+    target: Target,
+    ppo: PPOConfig,
+    cfg: InfluenceConfig,
+    partition_rng: np.random.Generator | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> torch.Tensor:
     """The round's scores on `target` (see `round_attribution`)."""
     return round_attribution(model, buffer, ppo, cfg, partition_rng, optimizer)(target)
 
 
-def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                     chunk_size: int = 4096, normalized_advantages: torch.Tensor | None = None,
-                     preconditioner: Params | None = None) -> torch.Tensor:
+def influence_scores(
+    model: ActorCritic,
+    buffer: RolloutBuffer,
+    target: Target,
+    ppo: PPOConfig,
+    chunk_size: int = 4096,
+    normalized_advantages: torch.Tensor | None = None,
+    preconditioner: Params | None = None,
+) -> torch.Tensor:
     """All N scores by forward-mode AD along the (preconditioned) target gradient, `chunk_size` records
     per pass. `normalized_advantages`: the per-record loss's Â (default: normalised over the whole
     buffer); `preconditioner`: a diagonal P per parameter, scores ⟨P ∇ℓ_i, ∇L_f⟩ (default: P = I)."""
@@ -192,15 +230,21 @@ def influence_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
     scores = []
     for start in range(0, len(buffer), chunk_size):
         ids = slice(start, start + chunk_size)
-        directional = jvp(lambda p, ids=ids: attribution.per_record_loss(p, ids),
-                          (attribution.params,), (direction,))[1]
+        directional = jvp(lambda p, ids=ids: attribution.per_record_loss(p, ids), (attribution.params,), (direction,))[
+            1
+        ]
         scores.append(directional.detach())
     return torch.cat(scores)
 
 
-def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig,
-                     normalized_advantages: torch.Tensor | None = None,
-                     preconditioner: Params | None = None) -> torch.Tensor:
+def reference_scores(
+    model: ActorCritic,
+    buffer: RolloutBuffer,
+    target: Target,
+    ppo: PPOConfig,
+    normalized_advantages: torch.Tensor | None = None,
+    preconditioner: Params | None = None,
+) -> torch.Tensor:
     """The definition, literally: one backward pass per record, the preconditioner applied to that
     record's gradient, then a dot product with ∇L_f. Slow; for tests."""
     attribution = _Attribution(model, buffer, target, ppo, normalized_advantages)
@@ -214,8 +258,15 @@ def reference_scores(model: ActorCritic, buffer: RolloutBuffer, target: Target, 
     return scores
 
 
-def _reference_backend(model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig, chunk_size: int,
-                       normalized_advantages: torch.Tensor | None, preconditioner: Params | None) -> torch.Tensor:
+def _reference_backend(
+    model: ActorCritic,
+    buffer: RolloutBuffer,
+    target: Target,
+    ppo: PPOConfig,
+    chunk_size: int,
+    normalized_advantages: torch.Tensor | None,
+    preconditioner: Params | None,
+) -> torch.Tensor:
     return reference_scores(model, buffer, target, ppo, normalized_advantages, preconditioner)  # no chunks
 
 
@@ -224,10 +275,14 @@ def _reference_backend(model: ActorCritic, buffer: RolloutBuffer, target: Target
 BACKENDS = {"jvp": influence_scores, "reference": _reference_backend}
 # normalization -> (advantages, chunk, rng) -> the per-record loss's Â (None: over the whole buffer)
 NORMALIZATIONS: dict[str, Callable[..., torch.Tensor | None]] = {
-    "buffer": lambda advantages, chunk, rng: None, "chunk": chunk_normalized_advantages}
+    "buffer": lambda advantages, chunk, rng: None,
+    "chunk": chunk_normalized_advantages,
+}
 # preconditioner -> (model, optimizer) -> the diagonal P (None: P = I)
 PRECONDITIONERS: dict[str, Callable[..., Params | None]] = {
-    "none": lambda model, optimizer: None, "adam": adam_preconditioner}
+    "none": lambda model, optimizer: None,
+    "adam": adam_preconditioner,
+}
 # checkpoints: the round-start scores alone, or also their every-step sums (StepInfluence, in the round loop)
 CHECKPOINTS = ("round_start", "every_step")
 

@@ -23,8 +23,14 @@ def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
     return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
 
-def policy_loss_per_record(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
-                           clip_range: float, entropy: torch.Tensor, ent_coef: float) -> torch.Tensor:
+def policy_loss_per_record(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_range: float,
+    entropy: torch.Tensor,
+    ent_coef: float,
+) -> torch.Tensor:
     ratio = torch.exp(log_prob - old_log_prob)
     surrogate = torch.minimum(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
     return -surrogate - ent_coef * entropy

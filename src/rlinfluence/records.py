@@ -39,8 +39,9 @@ class RolloutBuffer:
         return self.obs.shape[0]
 
     def _map(self, fn) -> RolloutBuffer:
-        tensors: dict[str, Any] = {f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
-                                   for f in fields(self)}
+        tensors: dict[str, Any] = {
+            f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name)) for f in fields(self)
+        }
         return RolloutBuffer(**tensors)
 
     def to(self, device: torch.device) -> RolloutBuffer:
@@ -53,8 +54,9 @@ class RolloutBuffer:
         return grid
 
 
-def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last_values: np.ndarray,
-                gamma: float, gae_lambda: float) -> tuple[np.ndarray, np.ndarray]:
+def compute_gae(
+    rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last_values: np.ndarray, gamma: float, gae_lambda: float
+) -> tuple[np.ndarray, np.ndarray]:
     """GAE over (T, n_envs) arrays; returns (advantages, deltas). `dones[t]` ends the episode at t."""
     n_steps = rewards.shape[0]
     advantages = np.zeros_like(rewards)

@@ -53,8 +53,9 @@ def initial_row(agent: Agent) -> dict[str, Any]:
     evaluation = agent.evaluate(0)
     watch.lap("time_eval")
     nothing_yet = {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "gradient_steps": 0}
-    return metrics_row(agent, nothing_yet | dict.fromkeys(STAGE_TIMES, 0.0) | watch.times | agent.state_fields()
-                       | evaluation)
+    return metrics_row(
+        agent, nothing_yet | dict.fromkeys(STAGE_TIMES, 0.0) | watch.times | agent.state_fields() | evaluation
+    )
 
 
 def evaluation(agent: Agent, k: int) -> dict[str, Any]:
@@ -81,7 +82,17 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
     fields |= evaluation(agent, k)
     watch.lap("time_eval")
     scores, n = influence.scores, len(records)
-    return metrics_row(agent, fields | watch.times | {
-        "round": k, "env_steps": k * n, "train_return": agent.train_return(records), "n_records": n,
-        "n_kept": selection.n_kept, "kept_fraction": selection.n_kept / n,
-        "n_negative": int((scores < 0).sum()) if scores is not None else NAN})
+    return metrics_row(
+        agent,
+        fields
+        | watch.times
+        | {
+            "round": k,
+            "env_steps": k * n,
+            "train_return": agent.train_return(records),
+            "n_records": n,
+            "n_kept": selection.n_kept,
+            "kept_fraction": selection.n_kept / n,
+            "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
+        },
+    )

@@ -11,8 +11,17 @@ import numpy as np
 import torch
 
 # The order is part of the reproducibility contract: append new streams at the end only.
-STREAMS = ("network", "train_envs", "actions", "selection", "shuffle", "eval", "influence_partition", "prompts",
-           "val_generation")
+STREAMS = (
+    "network",
+    "train_envs",
+    "actions",
+    "selection",
+    "shuffle",
+    "eval",
+    "influence_partition",
+    "prompts",
+    "val_generation",
+)
 
 
 def spawn_streams(seed: int) -> dict[str, np.random.SeedSequence]:

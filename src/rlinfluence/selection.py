@@ -67,8 +67,9 @@ class SelectionMethod:
         """The method's part of the run directory name."""
         return str(method.name)
 
-    def select(self, buffer: Records, scores: np.ndarray | None, rng: np.random.Generator,
-               attribute: Attribute | None = None) -> Selection:
+    def select(
+        self, buffer: Records, scores: np.ndarray | None, rng: np.random.Generator, attribute: Attribute | None = None
+    ) -> Selection:
         raise NotImplementedError
 
 
@@ -82,8 +83,10 @@ def check_p(cfg: DictConfig, auto: bool = False) -> None:
     if not numeric or not 0 < p <= 100:
         allowed = "(0, 100] or auto" if auto else "(0, 100]"
         note = "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}"
-        raise ConfigError(f"method.p={float(p) if numeric else p} must be in {allowed} "
-                          f"(percent of negative-influence records to drop){note}")
+        raise ConfigError(
+            f"method.p={float(p) if numeric else p} must be in {allowed} "
+            f"(percent of negative-influence records to drop){note}"
+        )
 
 
 def format_p(p: float | str) -> str:
@@ -262,15 +265,19 @@ class DropAdvantageMismatch(SelectionMethod):
     @classmethod
     def check_config(cls, cfg):
         if cfg.method.variant not in cls.VARIANTS:
-            raise ConfigError(f"method.variant={cfg.method.variant!r} is not one of: {', '.join(cls.VARIANTS)} "
-                              "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)")
+            raise ConfigError(
+                f"method.variant={cfg.method.variant!r} is not one of: {', '.join(cls.VARIANTS)} "
+                "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)"
+            )
         check_p(cfg)
         if cfg.env.state_key is None:
             from rlinfluence.run.rundir import envs_with_state_key  # it imports this module
 
-            raise ConfigError(f"method=advantage needs Monte-Carlo advantages over discrete states, which "
-                              f"env={cfg.env.name} does not expose (env.state_key is unset); envs that do: "
-                              f"{', '.join(envs_with_state_key())}")
+            raise ConfigError(
+                f"method=advantage needs Monte-Carlo advantages over discrete states, which "
+                f"env={cfg.env.name} does not expose (env.state_key is unset); envs that do: "
+                f"{', '.join(envs_with_state_key())}"
+            )
 
     @classmethod
     def from_config(cls, cfg):
@@ -298,7 +305,7 @@ def rank_priorities(td_errors: np.ndarray, alpha: float) -> np.ndarray:
     order = np.argsort(-np.abs(td_errors), kind="stable")
     ranks = np.empty(len(td_errors))
     ranks[order] = np.arange(1, len(td_errors) + 1)
-    priorities = ranks ** -alpha
+    priorities = ranks**-alpha
     return priorities / priorities.sum()
 
 
@@ -315,16 +322,18 @@ class TDErrorReweighting(SelectionMethod):
     def check_config(cls, cfg):
         alpha = cfg.method.alpha
         if alpha is None or alpha < 0:
-            raise ConfigError(f"method.alpha={alpha} must be >= 0 (the exponent of the rank priorities; 0 draws "
-                              f"uniformly)")
+            raise ConfigError(
+                f"method.alpha={alpha} must be >= 0 (the exponent of the rank priorities; 0 draws uniformly)"
+            )
 
     @classmethod
     def from_config(cls, cfg):
         return cls(cfg.method.alpha)
 
     def select(self, buffer, scores, rng, attribute=None):
-        return Selection(np.ones(len(buffer), bool), rank_priorities(buffer.deltas.numpy().astype(np.float64),
-                                                                     self.alpha))
+        return Selection(
+            np.ones(len(buffer), bool), rank_priorities(buffer.deltas.numpy().astype(np.float64), self.alpha)
+        )
 
 
 SELECTION_METHODS: dict[str, type[SelectionMethod]] = {

@@ -59,8 +59,9 @@ def scheduled(value: float, schedule: str, k: int, rounds: int) -> float:
     return SCHEDULES[schedule](value, k, rounds)
 
 
-def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generator,
-                  drop_last: bool = False) -> Iterator[torch.Tensor]:
+def minibatch_ids(
+    selection: Selection, batch_size: int, rng: np.random.Generator, drop_last: bool = False
+) -> Iterator[torch.Tensor]:
     if selection.weights is not None:
         order = rng.choice(len(selection.keep), size=len(selection.keep), p=selection.weights)
     else:
@@ -69,7 +70,7 @@ def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generato
     ids = torch.from_numpy(order)
     end = len(ids) - len(ids) % batch_size if drop_last else len(ids)
     for start in range(0, end, batch_size):
-        batch = ids[start:start + batch_size]
+        batch = ids[start : start + batch_size]
         if selection.in_place:
             batch = batch[torch.from_numpy(selection.keep[batch.numpy()])]
         if len(batch):
@@ -81,9 +82,15 @@ def minibatch_ids(selection: Selection, batch_size: int, rng: np.random.Generato
 StepHook = Callable[[torch.Tensor, torch.Tensor], None]
 
 
-def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: RolloutBuffer,
-               selection: Selection, ppo: PPOConfig, rng: np.random.Generator,
-               on_step: StepHook | None = None) -> dict[str, float]:
+def ppo_update(
+    model: ActorCritic,
+    optimizer: torch.optim.Optimizer,
+    buffer: RolloutBuffer,
+    selection: Selection,
+    ppo: PPOConfig,
+    rng: np.random.Generator,
+    on_step: StepHook | None = None,
+) -> dict[str, float]:
     buffer = buffer.to(model.device)
     # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
     clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
@@ -99,8 +106,9 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
             advantages = buffer.advantages[ids]
             if normalize:
                 advantages = normalize_advantages(advantages)
-            policy_loss = policy_loss_per_record(log_prob, buffer.log_probs[ids], advantages, clip_range,
-                                                 entropy, ent_coef).mean()
+            policy_loss = policy_loss_per_record(
+                log_prob, buffer.log_probs[ids], advantages, clip_range, entropy, ent_coef
+            ).mean()
             value_loss = value_loss_per_record(values, buffer.returns[ids]).mean()
             loss = policy_loss + vf_coef * value_loss
 
@@ -114,9 +122,15 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, buffer: Rol
 
             with torch.no_grad():
                 log_ratio = log_prob - buffer.log_probs[ids]
-                sums += torch.stack([policy_loss, value_loss, entropy.mean(),
-                                     ((log_ratio.exp() - 1) - log_ratio).mean(),
-                                     ((log_ratio.exp() - 1).abs() > clip_range).float().mean()])
+                sums += torch.stack(
+                    [
+                        policy_loss,
+                        value_loss,
+                        entropy.mean(),
+                        ((log_ratio.exp() - 1) - log_ratio).mean(),
+                        ((log_ratio.exp() - 1).abs() > clip_range).float().mean(),
+                    ]
+                )
             n_minibatches += 1
     means = (sums / max(n_minibatches, 1)).tolist()
     keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")

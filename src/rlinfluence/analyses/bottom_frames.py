@@ -33,13 +33,21 @@ def bottom_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     before_round(trainer, run_dir, k)
     buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
-    bottom = np.argsort(scores, kind="stable")[:cfg.analysis.bottom_frames.bottom]
-    return pd.DataFrame({"env": cfg.env.name, "seed": cfg.seed, "round": k, "n_records": len(buffer),
-                         "rank": len(buffer) - np.arange(len(bottom)),  # by decreasing influence, as diagnose's
-                         "record": bottom, "influence": scores[bottom],
-                         "action": buffer.actions[bottom].numpy().astype(np.int64),
-                         "advantage_gae": buffer.advantages[bottom].numpy(),
-                         OBS: list(buffer.obs[bottom].numpy())})
+    bottom = np.argsort(scores, kind="stable")[: cfg.analysis.bottom_frames.bottom]
+    return pd.DataFrame(
+        {
+            "env": cfg.env.name,
+            "seed": cfg.seed,
+            "round": k,
+            "n_records": len(buffer),
+            "rank": len(buffer) - np.arange(len(bottom)),  # by decreasing influence, as diagnose's
+            "record": bottom,
+            "influence": scores[bottom],
+            "action": buffer.actions[bottom].numpy().astype(np.int64),
+            "advantage_gae": buffer.advantages[bottom].numpy(),
+            OBS: list(buffer.obs[bottom].numpy()),
+        }
+    )
 
 
 def frames_bytes(rows: pd.DataFrame) -> bytes:

@@ -66,12 +66,16 @@ def minibatch_plan(start: dict, n_records: int, ppo: PPOConfig) -> list[np.ndarr
     rng = np.random.default_rng()
     rng.bit_generator.state = start["shuffle_rng"]
     everything = Selection(np.ones(n_records, bool))
-    return [batch.numpy() for _ in range(ppo.n_epochs)
-            for batch in minibatch_ids(everything, ppo.batch_size, rng, ppo.drop_last_minibatch)]
+    return [
+        batch.numpy()
+        for _ in range(ppo.n_epochs)
+        for batch in minibatch_ids(everything, ppo.batch_size, rng, ppo.drop_last_minibatch)
+    ]
 
 
-def predicted_changes(scores: np.ndarray, removed: np.ndarray, plan: list[np.ndarray],
-                      lr: float) -> tuple[float, float]:
+def predicted_changes(
+    scores: np.ndarray, removed: np.ndarray, plan: list[np.ndarray], lr: float
+) -> tuple[float, float]:
     """First-order Δf of removing the records `removed` (bool per record) in place: (plain, centred),
     as the module docstring derives them."""
     plain = centred = 0.0
@@ -86,8 +90,9 @@ def predicted_changes(scores: np.ndarray, removed: np.ndarray, plan: list[np.nda
     return -lr * plain, -lr * centred
 
 
-def removal_groups(buffer: RolloutBuffer, scores: np.ndarray, cfg: DictConfig,
-                   rng: np.random.Generator) -> list[tuple[str, float, np.ndarray]]:
+def removal_groups(
+    buffer: RolloutBuffer, scores: np.ndarray, cfg: DictConfig, rng: np.random.Generator
+) -> list[tuple[str, float, np.ndarray]]:
     """(kind, size as a fraction of the buffer, removed mask) of each group, the empty group first."""
     n = len(scores)
 
@@ -98,8 +103,10 @@ def removal_groups(buffer: RolloutBuffer, scores: np.ndarray, cfg: DictConfig,
 
     groups = [(NONE, 0.0, np.zeros(n, bool))]
     for size in cfg.analysis.counterfactual.sizes:
-        groups += [(RANDOM, float(size), mask(rng.choice(n, size=max(1, round(size * n)), replace=False)))
-                   for _ in range(cfg.analysis.counterfactual.groups)]
+        groups += [
+            (RANDOM, float(size), mask(rng.choice(n, size=max(1, round(size * n)), replace=False)))
+            for _ in range(cfg.analysis.counterfactual.groups)
+        ]
     for kind, p in ((IIF, cfg.env.p), (NEGATIVE, 100.0)):
         removed = ~DropMostNegative(p).select(buffer, scores, rng).keep
         groups.append((kind, removed.mean(), removed))
@@ -121,11 +128,25 @@ def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Eva
         if kind == NONE:
             reference = {"f": f, "test": test}
         plain, centred = predicted_changes(scores, removed, plan, trainer.learning_rate(k))
-        rows.append({"env": cfg.env.name, "seed": cfg.seed, "round": k, "kind": kind, "size": size, "group": index,
-                     "n_removed": int(removed.sum()), "influence_sum": scores[removed].sum(),
-                     "predicted_plain": plain, "predicted_centred": centred, "f_return": f,
-                     "actual": f - reference["f"], "test_return": test, "test_change": test - reference["test"],
-                     "matches_run": matches_run(trainer, run_dir, k) if kind == NONE else None})
+        rows.append(
+            {
+                "env": cfg.env.name,
+                "seed": cfg.seed,
+                "round": k,
+                "kind": kind,
+                "size": size,
+                "group": index,
+                "n_removed": int(removed.sum()),
+                "influence_sum": scores[removed].sum(),
+                "predicted_plain": plain,
+                "predicted_centred": centred,
+                "f_return": f,
+                "actual": f - reference["f"],
+                "test_return": test,
+                "test_change": test - reference["test"],
+                "matches_run": matches_run(trainer, run_dir, k) if kind == NONE else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -134,23 +155,36 @@ def check_counterfactual(cfg: DictConfig) -> None:
     settings = cfg.analysis.counterfactual
     check_rounds(cfg, "analysis.counterfactual.rounds", list(settings.rounds))
     if not settings.sizes or not all(0 < size < 1 for size in settings.sizes):
-        raise ConfigError(f"analysis.counterfactual.sizes={list(settings.sizes)} must be fractions of the buffer "
-                          f"in (0, 1)")
+        raise ConfigError(
+            f"analysis.counterfactual.sizes={list(settings.sizes)} must be fractions of the buffer in (0, 1)"
+        )
     check_at_least_one(settings, "analysis.counterfactual", {"groups": "random groups per size"})
     if settings.eval_episodes < 0:
-        raise ConfigError(f"analysis.counterfactual.eval_episodes={settings.eval_episodes} must be >= 0 "
-                          f"(0: no test return)")
+        raise ConfigError(
+            f"analysis.counterfactual.eval_episodes={settings.eval_episodes} must be >= 0 (0: no test return)"
+        )
 
 
 @register("counterfactual", check=check_counterfactual)
 def counterfactual(cfg: DictConfig) -> pd.DataFrame:
     episodes = cfg.analysis.counterfactual.eval_episodes
     # The run's own evaluation stream, so every group of round k is tested on the same episodes.
-    evaluator = Evaluator(cfg.env, cast(EvalConfig, OmegaConf.merge(cfg.eval, {"episodes": episodes})),
-                          spawn_streams(cfg.seed)["eval"]) if episodes else None
+    evaluator = (
+        Evaluator(
+            cfg.env,
+            cast(EvalConfig, OmegaConf.merge(cfg.eval, {"episodes": episodes})),
+            spawn_streams(cfg.seed)["eval"],
+        )
+        if episodes
+        else None
+    )
     try:
-        return analyse_rounds(cfg, "counterfactual", list(cfg.analysis.counterfactual.rounds),
-                              lambda trainer, run_dir, k: counterfactual_round(trainer, run_dir, k, evaluator))
+        return analyse_rounds(
+            cfg,
+            "counterfactual",
+            list(cfg.analysis.counterfactual.rounds),
+            lambda trainer, run_dir, k: counterfactual_round(trainer, run_dir, k, evaluator),
+        )
     finally:
         if evaluator:
             evaluator.close()

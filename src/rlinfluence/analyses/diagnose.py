@@ -39,8 +39,14 @@ ROLLOUTS_SIDE_BY_SIDE = 256  # envs stepped together with one batched forward pa
 
 
 @torch.no_grad()
-def rollout_returns(model: ActorCritic, env_cfg: EnvConfig, starts: list[tuple[int, int]], gamma: float,
-                    seed_seq: np.random.SeedSequence, progress: bool = False) -> np.ndarray:
+def rollout_returns(
+    model: ActorCritic,
+    env_cfg: EnvConfig,
+    starts: list[tuple[int, int]],
+    gamma: float,
+    seed_seq: np.random.SeedSequence,
+    progress: bool = False,
+) -> np.ndarray:
     """Discounted return of one episode per (state key, first action) in `starts`, the policy acting after
     the first step; rollouts run side by side in batches."""
     assert env_cfg.state_key is not None  # check_diagnose refuses an env without one
@@ -50,7 +56,7 @@ def rollout_returns(model: ActorCritic, env_cfg: EnvConfig, starts: list[tuple[i
     returns = np.zeros(len(starts))
     try:
         for first in tqdm(range(0, len(starts), len(envs)), desc="rollouts", unit="batch", disable=not progress):
-            batch = starts[first:first + len(envs)]
+            batch = starts[first : first + len(envs)]
             obs, alive, discount = {}, [], np.ones(len(batch))
             for slot, (state, action) in enumerate(batch):
                 envs[slot].reset(seed=first + slot)
@@ -78,9 +84,16 @@ def _step(env: gym.Env, action: int, returns: np.ndarray, index: int, discount: 
     return obs, terminated or truncated
 
 
-def action_values(model: ActorCritic, env_cfg: EnvConfig, states: np.ndarray, n_actions: int, rollouts: int,
-                  gamma: float, seed_seq: np.random.SeedSequence,
-                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def action_values(
+    model: ActorCritic,
+    env_cfg: EnvConfig,
+    states: np.ndarray,
+    n_actions: int,
+    rollouts: int,
+    gamma: float,
+    seed_seq: np.random.SeedSequence,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """Monte-Carlo Q^π(s, a) for every state in `states` and every action, and its standard error."""
     starts = [(int(s), a) for s in states for a in range(n_actions) for _ in range(rollouts)]
     returns = rollout_returns(model, env_cfg, starts, gamma, seed_seq, progress)
@@ -88,8 +101,15 @@ def action_values(model: ActorCritic, env_cfg: EnvConfig, states: np.ndarray, n_
     return returns.mean(-1), returns.std(-1, ddof=1) / np.sqrt(rollouts)
 
 
-def true_advantages(model: ActorCritic, env_cfg: EnvConfig, buffer: RolloutBuffer, rollouts: int, gamma: float,
-                    seed_seq: np.random.SeedSequence, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def true_advantages(
+    model: ActorCritic,
+    env_cfg: EnvConfig,
+    buffer: RolloutBuffer,
+    rollouts: int,
+    gamma: float,
+    seed_seq: np.random.SeedSequence,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """Ā(s, a) of every record and its standard error (rollouts of different actions are independent:
     Var Ā(s, a) = Σ_b (1[a = b] − π(b|s))² SE²(s, b))."""
     assert buffer.state_keys is not None  # collected for an env with env.state_key
@@ -100,15 +120,17 @@ def true_advantages(model: ActorCritic, env_cfg: EnvConfig, buffer: RolloutBuffe
     q, q_se = action_values(model, env_cfg, states, probs.shape[1], rollouts, gamma, seed_seq, progress)
     advantage = q - (probs * q).sum(1, keepdims=True)
     weights = np.eye(probs.shape[1])[None] - probs[:, None, :]  # [state, a, b] = 1[a = b] − π(b|s)
-    advantage_se = np.sqrt((weights ** 2 * q_se[:, None, :] ** 2).sum(-1))
+    advantage_se = np.sqrt((weights**2 * q_se[:, None, :] ** 2).sum(-1))
     actions = buffer.actions.numpy().astype(np.int64)
     return advantage[state_of.reshape(-1), actions], advantage_se[state_of.reshape(-1), actions]
 
 
 def check_diagnose(cfg: DictConfig) -> None:
     if cfg.env.state_key not in STATE_SETTERS:
-        raise ConfigError(f"task=diagnose rolls out from each record's state, which env={cfg.env.name} cannot be "
-                          f"put into (no env.state_key); envs that can: {', '.join(envs_with_state_key())}")
+        raise ConfigError(
+            f"task=diagnose rolls out from each record's state, which env={cfg.env.name} cannot be "
+            f"put into (no env.state_key); envs that can: {', '.join(envs_with_state_key())}"
+        )
     check_outputs(cfg)
     settings = cfg.analysis.diagnose
     check_rounds(cfg, "analysis.diagnose.rounds", list(settings.rounds))
@@ -121,16 +143,27 @@ def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
     seed_seq = np.random.SeedSequence([cfg.seed, k])
-    advantage, advantage_se = true_advantages(trainer.model, cfg.env, buffer, cfg.analysis.diagnose.rollouts,
-                                              cfg.ppo.gamma, seed_seq, cfg.progress)
+    advantage, advantage_se = true_advantages(
+        trainer.model, cfg.env, buffer, cfg.analysis.diagnose.rollouts, cfg.ppo.gamma, seed_seq, cfg.progress
+    )
     rank = np.empty(len(buffer), np.int64)
     rank[np.argsort(-scores, kind="stable")] = np.arange(1, len(buffer) + 1)
     assert buffer.state_keys is not None  # as in true_advantages
-    return pd.DataFrame({"env": cfg.env.name, "seed": cfg.seed, "round": k, "record": np.arange(len(buffer)),
-                         "rank": rank, "influence": scores, "state": buffer.state_keys.numpy(),
-                         "action": buffer.actions.numpy().astype(np.int64),
-                         "advantage_gae": buffer.advantages.numpy(), "advantage_true": advantage,
-                         "advantage_true_se": advantage_se}).sort_values("rank")
+    return pd.DataFrame(
+        {
+            "env": cfg.env.name,
+            "seed": cfg.seed,
+            "round": k,
+            "record": np.arange(len(buffer)),
+            "rank": rank,
+            "influence": scores,
+            "state": buffer.state_keys.numpy(),
+            "action": buffer.actions.numpy().astype(np.int64),
+            "advantage_gae": buffer.advantages.numpy(),
+            "advantage_true": advantage,
+            "advantage_true_se": advantage_se,
+        }
+    ).sort_values("rank")
 
 
 @register("diagnose", check=check_diagnose)

@@ -41,11 +41,14 @@ def p_variant(p: float) -> str:
     return "" if p == 100 else f"-p{format_p(p)}"
 
 
-def arm_selections(buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator,
-                   p: float) -> dict[str, Selection]:
-    return {ALL: KeepAll().select(buffer, scores, rng),
-            INFLUENCE: DropMostNegative(p).select(buffer, scores, rng),
-            RANDOM: DropRandom(p).select(buffer, scores, rng)}
+def arm_selections(
+    buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator, p: float
+) -> dict[str, Selection]:
+    return {
+        ALL: KeepAll().select(buffer, scores, rng),
+        INFLUENCE: DropMostNegative(p).select(buffer, scores, rng),
+        RANDOM: DropRandom(p).select(buffer, scores, rng),
+    }
 
 
 def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
@@ -56,8 +59,16 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     seed, p = trainer.cfg.seed, float(trainer.cfg.analysis.intervene.p)
     for arm, selection in arm_selections(buffer, scores, np.random.default_rng([seed, k]), p).items():
         rerun_update(trainer, start, buffer, selection)
-        row = {"env": trainer.cfg.env.name, "seed": seed, "round": k, "arm": arm, "n_records": len(buffer),
-               "n_dropped": len(buffer) - selection.n_kept, "n_negative": int((scores < 0).sum()), "p": p}
+        row = {
+            "env": trainer.cfg.env.name,
+            "seed": seed,
+            "round": k,
+            "arm": arm,
+            "n_records": len(buffer),
+            "n_dropped": len(buffer) - selection.n_kept,
+            "n_negative": int((scores < 0).sum()),
+            "p": p,
+        }
         row |= trainer.evaluator.evaluate(trainer.model, k)
         row["matches_run"] = matches_run(trainer, run_dir, k) if arm == ALL else None
         rows.append(row)
@@ -73,11 +84,12 @@ def check_intervene(cfg: DictConfig) -> None:
     check_rounds(cfg, "analysis.intervene.rounds", intervene_rounds(cfg))
     p = cfg.analysis.intervene.p
     if not 0 < p <= 100:
-        raise ConfigError(f"analysis.intervene.p={p} must be in (0, 100] (percent of each round's "
-                          "negative-influence records the influence arm drops)")
+        raise ConfigError(
+            f"analysis.intervene.p={p} must be in (0, 100] (percent of each round's "
+            "negative-influence records the influence arm drops)"
+        )
 
 
 @register("intervene", check=check_intervene)
 def intervene(cfg: DictConfig) -> pd.DataFrame:
-    return analyse_rounds(cfg, "intervene", intervene_rounds(cfg), intervene_round,
-                          p_variant(cfg.analysis.intervene.p))
+    return analyse_rounds(cfg, "intervene", intervene_rounds(cfg), intervene_round, p_variant(cfg.analysis.intervene.p))

@@ -98,21 +98,43 @@ def analysis_identity(cfg: DictConfig, analysis: str, variant: str = "") -> dict
     is the file's (and the run dir's), so one figure's seeds share a hash."""
     run_cfg = standard_run_config(cfg)
     own = rundir.flatten({f"analysis.{analysis}": OmegaConf.to_container(cfg.analysis[analysis], resolve=True)})
-    defaults = rundir.flatten({f"analysis.{analysis}": OmegaConf.to_container(
-        rundir.default_config(run_cfg).analysis[analysis], resolve=True)})
-    settings = {"protocol": rundir.protocol_tag(run_cfg), **rundir.non_default_settings(run_cfg),
-                **{key: value for key, value in own.items() if value != defaults.get(key, rundir.UNSET)}}
-    return {"analysis": analysis, "variant": variant, "env": cfg.env.name, "optimizer": cfg.optimizer.name,
-            "seed": cfg.seed, "run": str(rundir.relative_run_dir(run_cfg).parent),
-            "config_hash": rundir.digest(settings), "non_default": settings}
+    defaults = rundir.flatten(
+        {
+            f"analysis.{analysis}": OmegaConf.to_container(
+                rundir.default_config(run_cfg).analysis[analysis], resolve=True
+            )
+        }
+    )
+    settings = {
+        "protocol": rundir.protocol_tag(run_cfg),
+        **rundir.non_default_settings(run_cfg),
+        **{key: value for key, value in own.items() if value != defaults.get(key, rundir.UNSET)},
+    }
+    return {
+        "analysis": analysis,
+        "variant": variant,
+        "env": cfg.env.name,
+        "optimizer": cfg.optimizer.name,
+        "seed": cfg.seed,
+        "run": str(rundir.relative_run_dir(run_cfg).parent),
+        "config_hash": rundir.digest(settings),
+        "non_default": settings,
+    }
 
 
 def csv_bytes(rows: pd.DataFrame) -> bytes:
     return rows.to_csv(index=False, float_format="%.8g").encode()
 
 
-def write_rows(cfg: DictConfig, run_dir: Path, analysis: str, rows: pd.DataFrame, variant: str = "",
-               encode: Callable[[pd.DataFrame], bytes] = csv_bytes, suffix: str = ".csv") -> Path:
+def write_rows(
+    cfg: DictConfig,
+    run_dir: Path,
+    analysis: str,
+    rows: pd.DataFrame,
+    variant: str = "",
+    encode: Callable[[pd.DataFrame], bytes] = csv_bytes,
+    suffix: str = ".csv",
+) -> Path:
     """The rows beside the run they analyse, `<run dir>/analyses/<analysis><variant>-<hash><suffix>` (a CSV
     unless the rows hold what a CSV cannot), with their identity in the .json of the same name (written
     last: a file without one is not a finished output). `task=figures figures.runs_root=...` gathers them
@@ -123,14 +145,22 @@ def write_rows(cfg: DictConfig, run_dir: Path, analysis: str, rows: pd.DataFrame
     path = stem.parent / f"{stem.name}{suffix}"
     write_bytes(path, encode(rows))
     write_json(stem.parent / f"{stem.name}.json", identity)
-    print(f"rlinfluence: wrote {path}; `rlinfluence task=figures figures.runs_root={cfg.runs_root}` gathers it "
-          f"into paper_figures/data/analyses/{analysis}/")
+    print(
+        f"rlinfluence: wrote {path}; `rlinfluence task=figures figures.runs_root={cfg.runs_root}` gathers it "
+        f"into paper_figures/data/analyses/{analysis}/"
+    )
     return path
 
 
-def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
-                   analyse_round: Callable[[Trainer, Path, int], pd.DataFrame], variant: str = "",
-                   encode: Callable[[pd.DataFrame], bytes] = csv_bytes, suffix: str = ".csv") -> pd.DataFrame:
+def analyse_rounds(
+    cfg: DictConfig,
+    analysis: str,
+    rounds: list[int],
+    analyse_round: Callable[[Trainer, Path, int], pd.DataFrame],
+    variant: str = "",
+    encode: Callable[[pd.DataFrame], bytes] = csv_bytes,
+    suffix: str = ".csv",
+) -> pd.DataFrame:
     """Train the standard run if needed, then `analyse_round` each round from its snapshots; writes the
     rows (write_rows: `encode`d to `suffix`, a CSV unless they hold what a CSV cannot) and prints the
     analysis' wall time (the standard run's training not counted)."""
@@ -140,12 +170,18 @@ def analyse_rounds(cfg: DictConfig, analysis: str, rounds: list[int],
     torch.set_num_threads(run_cfg.torch_threads)
     trainer = Trainer(run_cfg)
     try:
-        parts = [analyse_round(trainer, run_dir, k) for k in tqdm(
-            rounds, desc=f"{analysis} {cfg.env.name} seed{cfg.seed}", unit="round", disable=not cfg.progress)]
+        parts = [
+            analyse_round(trainer, run_dir, k)
+            for k in tqdm(
+                rounds, desc=f"{analysis} {cfg.env.name} seed{cfg.seed}", unit="round", disable=not cfg.progress
+            )
+        ]
     finally:
         trainer.close()
     table = pd.concat(parts, ignore_index=True)
     write_rows(cfg, run_dir, analysis, table, variant, encode, suffix)
-    print(f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
-          f"{len(rounds)} round(s)")
+    print(
+        f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
+        f"{len(rounds)} round(s)"
+    )
     return table

@@ -86,7 +86,7 @@ def graph_roughness(embeddings: np.ndarray, influence: np.ndarray, neighbours: i
     # σ from the edges of nonzero length: identical embeddings (one state seen twice) weigh 1 for any σ.
     lengths = distance[distance > 0]
     sigma = np.median(lengths) if lengths.size else 1.0
-    weights = np.exp(-(distance / sigma) ** 2)
+    weights = np.exp(-((distance / sigma) ** 2))
     return float((weights * (values[i] - values[j]) ** 2).sum() / weights.sum())
 
 
@@ -103,7 +103,7 @@ def phase_starts(series: np.ndarray, phases: int, min_length: int = MIN_PHASE_RO
     n = len(x)
     phases = max(1, min(phases, n // min_length))
     total = np.vstack([np.zeros(x.shape[1]), np.cumsum(x, 0)])
-    squares = np.concatenate([[0.0], np.cumsum((x ** 2).sum(1))])
+    squares = np.concatenate([[0.0], np.cumsum((x**2).sum(1))])
 
     def cost(a: int, b: int) -> float:  # rows a..b−1 about their mean
         return squares[b] - squares[a] - ((total[b] - total[a]) ** 2).sum() / (b - a)
@@ -165,18 +165,30 @@ def timeline_round(trainer: Trainer, run_dir: Path, k: int, target: ActionTarget
     buffer = trainer.collect(k)
     scores = trainer.attribution(buffer)(target).astype(np.float64)
     embeddings = embed(final, buffer.obs)
-    top = np.argsort(-scores, kind="stable")[:settings.top]
+    top = np.argsort(-scores, kind="stable")[: settings.top]
     observations = buffer.obs[top].reshape(len(top), -1).numpy()
-    rows = pd.DataFrame({
-        "env": cfg.env.name, "seed": cfg.seed, "round": k, "pi_target": target_probability(trainer.model, target),
-        "roughness": graph_roughness(embeddings, scores, settings.neighbours), "n_positive": int((scores > 0).sum()),
-        "n_records": len(buffer), "target_state": json.dumps(target.state.ravel().tolist()),
-        "target_action": int(target.action.item()), "rank": np.arange(1, len(top) + 1), "record": top,
-        "influence": scores[top], "action": buffer.actions[top].numpy().astype(np.int64),
-        "advantage_gae": buffer.advantages[top].numpy(),
-        "embedding_distance": np.linalg.norm(embeddings[top] - embed(final, target.state), axis=1)})
-    return pd.concat([rows, pd.DataFrame(observations, columns=[f"obs_{d}" for d in range(observations.shape[1])])],
-                     axis=1)
+    rows = pd.DataFrame(
+        {
+            "env": cfg.env.name,
+            "seed": cfg.seed,
+            "round": k,
+            "pi_target": target_probability(trainer.model, target),
+            "roughness": graph_roughness(embeddings, scores, settings.neighbours),
+            "n_positive": int((scores > 0).sum()),
+            "n_records": len(buffer),
+            "target_state": json.dumps(target.state.ravel().tolist()),
+            "target_action": int(target.action.item()),
+            "rank": np.arange(1, len(top) + 1),
+            "record": top,
+            "influence": scores[top],
+            "action": buffer.actions[top].numpy().astype(np.int64),
+            "advantage_gae": buffer.advantages[top].numpy(),
+            "embedding_distance": np.linalg.norm(embeddings[top] - embed(final, target.state), axis=1),
+        }
+    )
+    return pd.concat(
+        [rows, pd.DataFrame(observations, columns=[f"obs_{d}" for d in range(observations.shape[1])])], axis=1
+    )
 
 
 def final_policy(cfg: DictConfig, spaces: tuple[gym.Space, gym.Space]) -> ActorCritic:
@@ -208,9 +220,15 @@ def check_timeline(cfg: DictConfig) -> None:
     check_outputs(cfg)
     settings = cfg.analysis.timeline
     check_rounds(cfg, "analysis.timeline.rounds", timeline_rounds(cfg))
-    check_at_least_one(settings, "analysis.timeline", {"neighbours": "u of the u-nearest-neighbour graph",
-                                                       "top": "records written per round",
-                                                       "phases": "segments of the timeline"})
+    check_at_least_one(
+        settings,
+        "analysis.timeline",
+        {
+            "neighbours": "u of the u-nearest-neighbour graph",
+            "top": "records written per round",
+            "phases": "segments of the timeline",
+        },
+    )
     state, spaces = target_state(cfg)
     if not isinstance(spaces[1], gym.spaces.Discrete):
         raise ConfigError(f"task=timeline follows one discrete action a*; env={cfg.env.name} has continuous actions")
@@ -232,6 +250,8 @@ def timeline(cfg: DictConfig) -> pd.DataFrame:
     rows = analyse_rounds(cfg, "timeline", rounds, partial(timeline_round, target=target, final=final))
     series = round_series(rows)
     for phase, group in series.groupby(series["round"].map(phases(rows, settings.phases))):
-        print(f"rlinfluence: phase {phase}: rounds {group['round'].min()}-{group['round'].max()}, "
-              f"π(a*|s*) {group['pi_target'].mean():.3f}, roughness {group['roughness'].mean():.4f}")
+        print(
+            f"rlinfluence: phase {phase}: rounds {group['round'].min()}-{group['round'].max()}, "
+            f"π(a*|s*) {group['pi_target'].mean():.3f}, roughness {group['roughness'].mean():.4f}"
+        )
     return rows

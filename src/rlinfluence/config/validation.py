@@ -72,50 +72,78 @@ def validate(cfg: DictConfig) -> None:
     method.check_config(cfg)
     for key, value in cfg.method.items():
         if key != "name" and value is not None and key not in method.settings:
-            warn(f"method.{key}={value} does not apply to method={cfg.method.name}; ignored (not part of "
-                 f"the run's identity)")
-    for key in ("env.n_steps", "env.rounds", "env.n_envs", "ppo.batch_size", "ppo.n_epochs", "eval.every",
-                "eval.n_parallel", "optimizer.lr", "optimizer.eps", "ppo.clip_range", "influence.chunk_size",
-                "torch_threads", "logger.init_timeout"):
+            warn(
+                f"method.{key}={value} does not apply to method={cfg.method.name}; ignored (not part of "
+                f"the run's identity)"
+            )
+    for key in (
+        "env.n_steps",
+        "env.rounds",
+        "env.n_envs",
+        "ppo.batch_size",
+        "ppo.n_epochs",
+        "eval.every",
+        "eval.n_parallel",
+        "optimizer.lr",
+        "optimizer.eps",
+        "ppo.clip_range",
+        "influence.chunk_size",
+        "torch_threads",
+        "logger.init_timeout",
+    ):
         _positive(key, OmegaConf.select(cfg, key))
-    _require(cfg.eval.episodes >= 1,
-             f"eval.episodes={cfg.eval.episodes} must be >= 1 (the test return is a mean over episodes)")
+    _require(
+        cfg.eval.episodes >= 1,
+        f"eval.episodes={cfg.eval.episodes} must be >= 1 (the test return is a mean over episodes)",
+    )
     _at_least("seed", cfg.seed, 0, "numpy's SeedSequence takes non-negative seeds")
     _at_least("ppo.ent_coef", cfg.ppo.ent_coef, 0, "a negative coefficient would reward a sharper policy")
     _at_least("ppo.vf_coef", cfg.ppo.vf_coef, 0, "a negative coefficient would ascend the value loss")
-    _require(cfg.ppo.max_grad_norm is None or cfg.ppo.max_grad_norm > 0,
-             f"ppo.max_grad_norm={cfg.ppo.max_grad_norm} must be > 0, or null (no clipping)")
+    _require(
+        cfg.ppo.max_grad_norm is None or cfg.ppo.max_grad_norm > 0,
+        f"ppo.max_grad_norm={cfg.ppo.max_grad_norm} must be > 0, or null (no clipping)",
+    )
     _require(0 < cfg.ppo.gamma <= 1, f"ppo.gamma={cfg.ppo.gamma} must be in (0, 1]")
     _require(0 <= cfg.ppo.gae_lambda <= 1, f"ppo.gae_lambda={cfg.ppo.gae_lambda} must be in [0, 1]")
     require_one_of("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
     require_one_of("ppo.lr_schedule", cfg.ppo.lr_schedule, SCHEDULES)
     require_one_of("ppo.clip_range_schedule", cfg.ppo.clip_range_schedule, SCHEDULES)
     require_one_of("env.agent", cfg.env.agent, AGENTS)
-    _require(cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
-             f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
-             f"task=train or task=figures")
+    _require(
+        cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
+        f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
+        f"task=train or task=figures",
+    )
     require_one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     require_one_of("env.network.kind", cfg.env.network.kind, FEATURE_EXTRACTORS)
     require_one_of("env.network.activation", cfg.env.network.activation, ACTIVATIONS)
     _positive("env.network.features_dim", cfg.env.network.features_dim)
     for key in ("env.network.pi", "env.network.vf"):
-        _require(all(width > 0 for width in OmegaConf.select(cfg, key)),
-                 f"{key}={list(OmegaConf.select(cfg, key))} must list layer widths > 0")
+        _require(
+            all(width > 0 for width in OmegaConf.select(cfg, key)),
+            f"{key}={list(OmegaConf.select(cfg, key))} must list layer widths > 0",
+        )
     for wrapper in cfg.env.wrappers:
         require_one_of("env.wrappers", wrapper, WRAPPERS)
-    _require("atari" not in cfg.env.wrappers or cfg.env.atari is not None,
-             "env.wrappers has atari, whose settings env.atari are unset (conf/env/pong.yaml sets them)")
+    _require(
+        "atari" not in cfg.env.wrappers or cfg.env.atari is not None,
+        "env.wrappers has atari, whose settings env.atari are unset (conf/env/pong.yaml sets them)",
+    )
     if cfg.env.state_key is not None:
         require_one_of("env.state_key", cfg.env.state_key, STATE_KEYS)
     require_one_of("influence.backend", cfg.influence.backend, influence.BACKENDS)
     require_one_of("influence.normalization", cfg.influence.normalization, influence.NORMALIZATIONS)
     require_one_of("influence.preconditioner", cfg.influence.preconditioner, influence.PRECONDITIONERS)
     require_one_of("influence.checkpoints", cfg.influence.checkpoints, influence.CHECKPOINTS)
-    _require(cfg.influence.preconditioner != "adam" or cfg.optimizer.name == "adam",
-             "influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), "
-             f"got optimizer={cfg.optimizer.name}")
-    _require(cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
-             f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})")
+    _require(
+        cfg.influence.preconditioner != "adam" or cfg.optimizer.name == "adam",
+        "influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), "
+        f"got optimizer={cfg.optimizer.name}",
+    )
+    _require(
+        cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
+        f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})",
+    )
     agent_class(cfg.env.agent).check_config(cfg)  # the env, targets, models and data it can run with
     if cfg.task == TRAIN:
         check_writable("runs_root", cfg.runs_root)
@@ -154,12 +182,16 @@ def env_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
         try:
             env = make_env(env_cfg)
         except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
-            raise ConfigError(f"env.id={env_cfg.id} is not a gymnasium env this machine can make "
-                              f"({_first_line(error)}); a third-party env is named module:Id, "
-                              "e.g. ale_py:PongNoFrameskip-v4") from None
+            raise ConfigError(
+                f"env.id={env_cfg.id} is not a gymnasium env this machine can make "
+                f"({_first_line(error)}); a third-party env is named module:Id, "
+                "e.g. ale_py:PongNoFrameskip-v4"
+            ) from None
         except Exception as error:  # noqa: BLE001 - whatever the env raises, it does not take these kwargs or wrappers
-            raise ConfigError(f"env.id={env_cfg.id} does not take env={env_cfg.name}'s env.make_kwargs or "
-                              f"env.wrappers={list(env_cfg.wrappers)} ({_first_line(error)}); {FIT_HINT}") from None
+            raise ConfigError(
+                f"env.id={env_cfg.id} does not take env={env_cfg.name}'s env.make_kwargs or "
+                f"env.wrappers={list(env_cfg.wrappers)} ({_first_line(error)}); {FIT_HINT}"
+            ) from None
         try:
             _spaces[key] = env.observation_space, env.action_space
         finally:
@@ -172,34 +204,47 @@ def check_env(cfg: DictConfig) -> None:
     array that env.network takes, and act like the preset's env (discrete or continuous): its runs are
     filed under the preset's name."""
     observations, actions = env_spaces(cfg.env)
-    _require(isinstance(observations, gym.spaces.Box),
-             f"env.id={cfg.env.id} observes {describe(observations)} after env.wrappers={list(cfg.env.wrappers)}, "
-             f"not an array a network takes; {FIT_HINT}")
+    _require(
+        isinstance(observations, gym.spaces.Box),
+        f"env.id={cfg.env.id} observes {describe(observations)} after env.wrappers={list(cfg.env.wrappers)}, "
+        f"not an array a network takes; {FIT_HINT}",
+    )
     preset = default_config(cfg).env
     if preset.id != cfg.env.id:
         preset_actions = env_spaces(preset)[1]
-        _require(type(actions) is type(preset_actions),
-                 f"env.id={cfg.env.id} has {action_kind(actions)} actions ({describe(actions)}), env={cfg.env.name}'s "
-                 f"preset is for {action_kind(preset_actions)} ones ({preset.id}: {describe(preset_actions)}); "
-                 f"{FIT_HINT}")
+        _require(
+            type(actions) is type(preset_actions),
+            f"env.id={cfg.env.id} has {action_kind(actions)} actions ({describe(actions)}), env={cfg.env.name}'s "
+            f"preset is for {action_kind(preset_actions)} ones ({preset.id}: {describe(preset_actions)}); "
+            f"{FIT_HINT}",
+        )
     try:
         ActorCritic(observations, actions, cfg.env.network, torch.Generator())
     except (ValueError, RuntimeError) as error:
-        raise ConfigError(f"env.id={cfg.env.id} observes {describe(observations)} and acts in {describe(actions)}, "
-                          f"which env.network.kind={cfg.env.network.kind} cannot take ({_first_line(error)}); "
-                          f"{FIT_HINT}") from None
+        raise ConfigError(
+            f"env.id={cfg.env.id} observes {describe(observations)} and acts in {describe(actions)}, "
+            f"which env.network.kind={cfg.env.network.kind} cannot take ({_first_line(error)}); "
+            f"{FIT_HINT}"
+        ) from None
 
 
 def check_action_target(env_cfg: EnvConfig, state: list[float], action: list[float], key: str) -> None:
     """f_action's s* and a* (config keys `<key>.state`, `<key>.action`) must fit the env's spaces."""
     observations, actions = env_spaces(env_cfg)
     size = int(np.prod(space_shape(observations)))
-    _require(len(state) == size, f"{key}.state has {len(state)} entries, env={env_cfg.name} observes "
-                                 f"{size} (shape {space_shape(observations)}, listed flat)")
+    _require(
+        len(state) == size,
+        f"{key}.state has {len(state)} entries, env={env_cfg.name} observes "
+        f"{size} (shape {space_shape(observations)}, listed flat)",
+    )
     if isinstance(actions, gym.spaces.Discrete):
-        _require(len(action) == 1 and float(action[0]).is_integer() and 0 <= action[0] < actions.n,
-                 f"{key}.action={list(action)} must be one action index in 0..{actions.n - 1} for env={env_cfg.name}")
+        _require(
+            len(action) == 1 and float(action[0]).is_integer() and 0 <= action[0] < actions.n,
+            f"{key}.action={list(action)} must be one action index in 0..{actions.n - 1} for env={env_cfg.name}",
+        )
     else:
         dimensions = int(np.prod(space_shape(actions)))
-        _require(len(action) == dimensions,
-                 f"{key}.action has {len(action)} entries, env={env_cfg.name}'s actions have {dimensions}")
+        _require(
+            len(action) == dimensions,
+            f"{key}.action has {len(action)} entries, env={env_cfg.name}'s actions have {dimensions}",
+        )

@@ -21,8 +21,9 @@ from rlinfluence.records import RolloutBuffer, compute_gae, env_major
 
 
 class TrainEnvs:
-    def __init__(self, env_cfg: EnvConfig, seed_seq: np.random.SeedSequence,
-                 collection: CollectionConfig | None = None):
+    def __init__(
+        self, env_cfg: EnvConfig, seed_seq: np.random.SeedSequence, collection: CollectionConfig | None = None
+    ):
         self.envs = [make_env(env_cfg) for _ in range(env_cfg.n_envs)]
         self.seed_rngs = [np.random.default_rng(child) for child in seed_seq.spawn(env_cfg.n_envs)]
         self.first_seed_states = [rng.bit_generator.state for rng in self.seed_rngs]
@@ -96,8 +97,9 @@ class TrainEnvs:
 
 
 @torch.no_grad()
-def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: float, gae_lambda: float,
-                    generator: torch.Generator) -> RolloutBuffer:
+def collect_rollout(
+    model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: float, gae_lambda: float, generator: torch.Generator
+) -> RolloutBuffer:
     """Step the envs with the current policy; values and log-probs are computed afterwards in one
     batched pass (same θ_k), which keeps the per-step work to the policy head alone."""
     n_envs = len(envs.envs)
@@ -121,8 +123,9 @@ def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: fl
             if truncated and not terminated:
                 truncations.append((t, i, final_obs))
 
-    values, log_probs = model.values_and_log_probs(obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]),
-                                                   actions_buf.reshape(n_steps * n_envs, *action_shape))
+    values, log_probs = model.values_and_log_probs(
+        obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]), actions_buf.reshape(n_steps * n_envs, *action_shape)
+    )
     values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
     if truncations:
         # Time-limit truncation is not a real end: bootstrap from the final observation's value.
@@ -134,10 +137,16 @@ def collect_rollout(model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: fl
     steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
     env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
     return RolloutBuffer(
-        obs=env_major(obs_buf), actions=env_major(actions_buf),
+        obs=env_major(obs_buf),
+        actions=env_major(actions_buf),
         log_probs=env_major(log_probs),
-        values=env_major(values), rewards=env_major(rewards), dones=env_major(dones),
-        advantages=env_major(advantages), returns=env_major(advantages + values), deltas=env_major(deltas),
-        env_index=env_major(env_index.copy()), step=env_major(steps.copy()),
+        values=env_major(values),
+        rewards=env_major(rewards),
+        dones=env_major(dones),
+        advantages=env_major(advantages),
+        returns=env_major(advantages + values),
+        deltas=env_major(deltas),
+        env_index=env_major(env_index.copy()),
+        step=env_major(steps.copy()),
         state_keys=None if state_keys is None else env_major(state_keys),
     )

@@ -97,15 +97,23 @@ class ImageScale(nn.Module):
 
 def _paper_minigrid_convs(channels: int) -> nn.Sequential:
     """The paper's MiniGrid extractor."""
-    return nn.Sequential(ImageScale(), nn.Conv2d(channels, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(),
-                         nn.Flatten())
+    return nn.Sequential(
+        ImageScale(), nn.Conv2d(channels, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(), nn.Flatten()
+    )
 
 
 def _nature_convs(channels: int) -> nn.Sequential:
     """Mnih et al. 2015, as SB3's NatureCNN."""
-    return nn.Sequential(ImageScale(), nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
-                         nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-                         nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+    return nn.Sequential(
+        ImageScale(),
+        nn.Conv2d(channels, 32, 8, stride=4),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 4, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1),
+        nn.ReLU(),
+        nn.Flatten(),
+    )
 
 
 Extractor = Callable[[tuple[int, ...], int], tuple[nn.Module, int]]  # (obs shape, features_dim) -> (module, width)
@@ -117,11 +125,13 @@ def _flat(obs_shape: tuple[int, ...], features_dim: int) -> tuple[nn.Module, int
 
 def _convolutional(convolutions: Callable[[int], nn.Sequential]) -> Extractor:
     """Convolutions over a channel-first image, then a Linear to features_dim and a ReLU."""
+
     def extractor(obs_shape: tuple[int, ...], features_dim: int) -> tuple[nn.Module, int]:
         convs = convolutions(obs_shape[0])
         with torch.no_grad():
             flat = convs(torch.zeros(1, *obs_shape)).shape[1]
         return nn.Sequential(convs, nn.Linear(flat, features_dim), nn.ReLU()), features_dim
+
     return extractor
 
 
@@ -138,8 +148,9 @@ def feature_extractor(kind: str, obs_shape: tuple[int, ...], features_dim: int) 
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, net: NetworkConfig,
-                 generator: torch.Generator):
+    def __init__(
+        self, observation_space: gym.Space, action_space: gym.Space, net: NetworkConfig, generator: torch.Generator
+    ):
         super().__init__()
         self.features, features_dim = feature_extractor(net.kind, space_shape(observation_space), net.features_dim)
         self.pi_body, pi_dim = mlp(features_dim, list(net.pi), net.activation)
@@ -154,8 +165,13 @@ class ActorCritic(nn.Module):
         self._orthogonal_init(generator)
 
     def _orthogonal_init(self, generator: torch.Generator) -> None:
-        gains = [(self.features, math.sqrt(2)), (self.pi_body, math.sqrt(2)), (self.vf_body, math.sqrt(2)),
-                 (self.action_head, self.action_head.init_gain), (self.value_head, 1.0)]
+        gains = [
+            (self.features, math.sqrt(2)),
+            (self.pi_body, math.sqrt(2)),
+            (self.vf_body, math.sqrt(2)),
+            (self.action_head, self.action_head.init_gain),
+            (self.value_head, 1.0),
+        ]
         for module, gain in gains:
             for layer in module.modules():
                 if isinstance(layer, (nn.Linear, nn.Conv2d)):

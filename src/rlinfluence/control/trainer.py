@@ -44,8 +44,10 @@ class Trainer:
         check_env(cfg)
         given = [key for key in ("state", "action") if cfg.target[key] is not None]
         if given and cfg.target.name != "action":
-            raise ConfigError(f"{', '.join(f'target.{key}' for key in given)} set the s* and a* of f_action, which "
-                              f"target={cfg.target.name} does not use: add target=action, or drop them")
+            raise ConfigError(
+                f"{', '.join(f'target.{key}' for key in given)} set the s* and a* of f_action, which "
+                f"target={cfg.target.name} does not use: add target=action, or drop them"
+            )
         if cfg.target.name == "action":
             if cfg.target.state is None or cfg.target.action is None:
                 raise ConfigError("target=action needs target.state and target.action (the s* and a* of f_action)")
@@ -55,8 +57,9 @@ class Trainer:
         self.cfg = cfg
         streams = spawn_streams(cfg.seed)
         self.envs = TrainEnvs(cfg.env, streams["train_envs"], cfg.collection)
-        self.model = ActorCritic(self.envs.observation_space, self.envs.action_space, cfg.env.network,
-                                 torch_generator(streams["network"])).to(cfg.device)
+        self.model = ActorCritic(
+            self.envs.observation_space, self.envs.action_space, cfg.env.network, torch_generator(streams["network"])
+        ).to(cfg.device)
         self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters())
         self.action_generator = torch_generator(streams["actions"])
         self.first_action_state = self.action_generator.get_state()  # collection.repeat_action_noise rewinds to it
@@ -79,8 +82,14 @@ class Trainer:
             self.action_generator.set_state(self.first_action_state)
         self.envs.finished_returns.clear()
         self.envs.start_round()
-        return collect_rollout(self.model, self.envs, self.cfg.env.n_steps, self.cfg.ppo.gamma,
-                               self.cfg.ppo.gae_lambda, self.action_generator)
+        return collect_rollout(
+            self.model,
+            self.envs,
+            self.cfg.env.n_steps,
+            self.cfg.ppo.gamma,
+            self.cfg.ppo.gae_lambda,
+            self.action_generator,
+        )
 
     def forward(self, k: int, buffer: RolloutBuffer) -> dict[str, float]:
         """Nothing: collect_rollout computes the log-probs, values and advantages at θ_k."""
@@ -93,8 +102,9 @@ class Trainer:
 
     def attribution(self, buffer: RolloutBuffer) -> Attribute:
         """The round's influence scores on any target at θ_k (IIF's target is `self.target`)."""
-        attribute = round_attribution(self.model, buffer, self.cfg.ppo, self.cfg.influence, self.partition_rng,
-                                      self.optimizer)
+        attribute = round_attribution(
+            self.model, buffer, self.cfg.ppo, self.cfg.influence, self.partition_rng, self.optimizer
+        )
         return lambda target: attribute(target).cpu().numpy()
 
     def influence(self, buffer: RolloutBuffer) -> np.ndarray:
@@ -122,20 +132,29 @@ class Trainer:
         attribute = self.attribution(buffer)
         return ControlInfluence(attribute(self.target), attribute, steps)
 
-    def update(self, k: int, buffer: RolloutBuffer, selection: Selection,
-               influence: ControlInfluence | None = None) -> dict[str, float]:
+    def update(
+        self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None
+    ) -> dict[str, float]:
         """Round k's PPO update (k sets the scheduled lr and clip range); with every-step influence, how
         well the round-start scores rank it."""
         steps = influence.steps if influence else None
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate(k)
-        stats = ppo_update(self.model, self.optimizer, buffer, selection, self.ppo_settings(k), self.shuffle_rng,
-                           on_step=None if steps is None else steps.add_step)
+        stats = ppo_update(
+            self.model,
+            self.optimizer,
+            buffer,
+            selection,
+            self.ppo_settings(k),
+            self.shuffle_rng,
+            on_step=None if steps is None else steps.add_step,
+        )
         if steps is None:
             return stats
         assert influence is not None and influence.scores is not None  # attribute() scores with the steps
-        return stats | {"influence_step_spearman": rank_agreement(influence.scores, steps.scores.cpu().numpy(),
-                                                                  selection.keep)}
+        return stats | {
+            "influence_step_spearman": rank_agreement(influence.scores, steps.scores.cpu().numpy(), selection.keep)
+        }
 
     def evaluate(self, k: int) -> dict[str, float]:
         return self.evaluator.evaluate(self.model, k)

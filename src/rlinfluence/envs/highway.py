@@ -84,19 +84,21 @@ class AxisAlignedLane(StraightLane):
 
     @classmethod
     def from_lane(cls, lane: StraightLane) -> AxisAlignedLane:
-        return cls(lane.start, lane.end, lane.width, lane.line_types, lane.forbidden, lane.speed_limit,
-                   lane.priority)
+        return cls(lane.start, lane.end, lane.width, lane.line_types, lane.forbidden, lane.speed_limit, lane.priority)
 
     def local_coordinates(self, position) -> tuple[float, float]:
         x, y = xy(position)
         return float(x - self.start_x), float(y - self.start_y)
 
-    def on_lane(self, position, longitudinal: float | None = None, lateral: float | None = None,
-                margin: float = 0) -> bool:
+    def on_lane(
+        self, position, longitudinal: float | None = None, lateral: float | None = None, margin: float = 0
+    ) -> bool:
         if longitudinal is None or lateral is None:
             longitudinal, lateral = self.local_coordinates(position)
-        return (abs(lateral) <= self.width / 2 + margin
-                and -self.VEHICLE_LENGTH <= longitudinal < self.length + self.VEHICLE_LENGTH)
+        return (
+            abs(lateral) <= self.width / 2 + margin
+            and -self.VEHICLE_LENGTH <= longitudinal < self.length + self.VEHICLE_LENGTH
+        )
 
     def is_reachable_from(self, position) -> bool:
         if self.forbidden:
@@ -113,8 +115,12 @@ class AxisAlignedLane(StraightLane):
     def distance_at(self, longitudinal: float, lateral: float, heading_term: float) -> float:
         """distance_with_heading from local coordinates and the weighted heading difference."""
         beyond_end, before_start = longitudinal - self.length, 0 - longitudinal  # the library takes max(., 0)
-        return (abs(lateral) + (beyond_end if beyond_end > 0 else 0) + (before_start if before_start > 0 else 0)
-                + heading_term)
+        return (
+            abs(lateral)
+            + (beyond_end if beyond_end > 0 else 0)
+            + (before_start if before_start > 0 else 0)
+            + heading_term
+        )
 
 
 class FastRoadNetwork(RoadNetwork):
@@ -169,8 +175,7 @@ def certainly_apart(a, b, dt: float) -> bool:
 
 def half_extent(rectangle, cos: float, sin: float, nx: float, ny: float) -> float:
     """Half the length of a rectangle's projection on the unit axis (nx, ny); (cos, sin) its heading."""
-    return (rectangle.LENGTH / 2 * abs(cos * nx + sin * ny)
-            + rectangle.WIDTH / 2 * abs(-sin * nx + cos * ny))
+    return rectangle.LENGTH / 2 * abs(cos * nx + sin * ny) + rectangle.WIDTH / 2 * abs(-sin * nx + cos * ny)
 
 
 class FastRoad(Road):
@@ -178,8 +183,14 @@ class FastRoad(Road):
 
     @classmethod
     def from_road(cls, road: Road) -> FastRoad:
-        return cls(FastRoadNetwork.from_network(road.network), road.vehicles, road.objects, road.np_random,
-                   road.record_history, road.neighbour_vehicles_connected_lanes)
+        return cls(
+            FastRoadNetwork.from_network(road.network),
+            road.vehicles,
+            road.objects,
+            road.np_random,
+            road.record_history,
+            road.neighbour_vehicles_connected_lanes,
+        )
 
     def neighbour_vehicles(self, vehicle, lane_index=None):
         lane_index = lane_index or vehicle.lane_index
@@ -218,12 +229,20 @@ class FastRoad(Road):
             (x, y), reach = positions[i], vehicle.diagonal / 2 + vehicle.speed * dt + DISTANCE_TOLERANCE
             for j in range(i + 1, len(others)):
                 other_x, other_y = positions[j]
-                if (math.hypot(other_x - x, other_y - y) <= reach + others[j].diagonal / 2
-                        and not certainly_apart(vehicle, others[j], dt)):
+                if math.hypot(other_x - x, other_y - y) <= reach + others[j].diagonal / 2 and not certainly_apart(
+                    vehicle, others[j], dt
+                ):
                     vehicle.handle_collisions(others[j], dt)
 
-    def close_objects_to(self, vehicle, distance: float, count: int | None = None, see_behind: bool = True,
-                         sort: bool = True, vehicles_only: bool = False) -> list:
+    def close_objects_to(
+        self,
+        vehicle,
+        distance: float,
+        count: int | None = None,
+        see_behind: bool = True,
+        sort: bool = True,
+        vehicles_only: bool = False,
+    ) -> list:
         x, y = vehicle.position.tolist()
 
         def within(other) -> bool:  # norm(other - vehicle) < distance, the library's way near the edge
@@ -311,8 +330,13 @@ class FastMDPVehicle(FastKinematics, MDPVehicle):
         # Every physics step: track the current targets, as ControlledVehicle.act(None) does
         # (its np.clip of the steering is a no-op: steering_control bounds the angle).
         self.follow_road()
-        Vehicle.act(self, {"steering": self.steering_control(self.target_lane_index),
-                           "acceleration": self.speed_control(self.target_speed)})
+        Vehicle.act(
+            self,
+            {
+                "steering": self.steering_control(self.target_lane_index),
+                "acceleration": self.speed_control(self.target_speed),
+            },
+        )
 
 
 class FastIDMVehicle(FastKinematics, IDMVehicle):
@@ -347,7 +371,8 @@ class FastIDMVehicle(FastKinematics, IDMVehicle):
         if front_vehicle:
             gap = ego_vehicle.lane_distance_to(front_vehicle)
             acceleration -= self.COMFORT_ACC_MAX * np.power(
-                self.desired_gap(ego_vehicle, front_vehicle) / utils.not_zero(gap), 2)
+                self.desired_gap(ego_vehicle, front_vehicle) / utils.not_zero(gap), 2
+            )
         return acceleration
 
     def desired_gap(self, ego_vehicle, front_vehicle=None, projected: bool = True) -> float:
@@ -356,8 +381,11 @@ class FastIDMVehicle(FastKinematics, IDMVehicle):
         else:
             speed_difference = ego_vehicle.speed - front_vehicle.speed
         braking = math.sqrt(-self.COMFORT_ACC_MAX * self.COMFORT_ACC_MIN)  # sqrt rounds as np.sqrt (IEEE)
-        return (self.DISTANCE_WANTED + ego_vehicle.speed * self.TIME_WANTED
-                + ego_vehicle.speed * speed_difference / (2 * braking))
+        return (
+            self.DISTANCE_WANTED
+            + ego_vehicle.speed * self.TIME_WANTED
+            + ego_vehicle.speed * speed_difference / (2 * braking)
+        )
 
 
 class FastDiscreteMetaAction(DiscreteMetaAction):
@@ -384,9 +412,14 @@ class NumpyKinematics(KinematicObservation):
             return super().observe()
         ego = self.observer_vehicle
         others = self.env.road.close_objects_to(
-            ego, self.env.PERCEPTION_DISTANCE, count=self.vehicles_count - 1, see_behind=self.see_behind,
-            sort=self.order == "sorted", vehicles_only=not self.include_obstacles)
-        observed = [ego] + others[-self.vehicles_count + 1:]
+            ego,
+            self.env.PERCEPTION_DISTANCE,
+            count=self.vehicles_count - 1,
+            see_behind=self.see_behind,
+            sort=self.order == "sorted",
+            vehicles_only=not self.include_obstacles,
+        )
+        observed = [ego] + others[-self.vehicles_count + 1 :]
         origin = ego if not self.absolute else None
         if self.features_in_table and all(is_subclass(type(v), Vehicle) for v in observed):
             # Vehicle.to_dict's values of these features, relative ones as its x - origin x, ...
@@ -395,13 +428,14 @@ class NumpyKinematics(KinematicObservation):
                 table[1:, 1:] -= table[0, 1:]
             columns = {f: table[:, self.TABLE_FEATURES.index(f)] for f in self.features}
         else:
-            rows = [ego.to_dict()] + [v.to_dict(origin, observe_intentions=self.observe_intentions)
-                                      for v in observed[1:]]
+            rows = [ego.to_dict()] + [
+                v.to_dict(origin, observe_intentions=self.observe_intentions) for v in observed[1:]
+            ]
             columns = {f: np.array([row[f] for row in rows], np.float64) for f in self.features}
         if self.normalize:  # the present rows only; missing rows are zero-padded after, as upstream
             columns = self.normalize_obs(columns)
         obs = np.zeros((self.vehicles_count, len(self.features)))
-        obs[:len(observed)] = np.stack([columns[f] for f in self.features], axis=1)
+        obs[: len(observed)] = np.stack([columns[f] for f in self.features], axis=1)
         if self.order == "shuffled":
             self.env.np_random.shuffle(obs[1:])
         return obs.astype(self.dtype)

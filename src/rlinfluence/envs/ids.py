@@ -9,8 +9,10 @@ the other (run/rundir.py's identity check) and a command may still give the olde
 
 from __future__ import annotations
 
-MOVED_MODULES = {"rlinfluence.highway:": "rlinfluence.envs.highway:",
-                 "rlinfluence.minigrid_view:": "rlinfluence.envs.minigrid_view:"}
+MOVED_MODULES = {
+    "rlinfluence.highway:": "rlinfluence.envs.highway:",
+    "rlinfluence.minigrid_view:": "rlinfluence.envs.minigrid_view:",
+}
 SAME_SIMULATOR = {"minigrid:MiniGrid-Empty-8x8-v0": "rlinfluence.envs.minigrid_view:MiniGrid-Empty-8x8-v0-fast"}
 
 
@@ -18,7 +20,7 @@ def current_id(env_id: str) -> str:
     """The id gym.make knows today for a simulator that an older id of ours named."""
     for old, new in MOVED_MODULES.items():
         if env_id.startswith(old):
-            return new + env_id[len(old):]
+            return new + env_id[len(old) :]
     return env_id
 
 

@@ -60,9 +60,14 @@ def _atari(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
 
     settings = env_cfg.atari
     assert settings is not None  # validation.validate refuses the atari wrapper without them
-    env = AtariPreprocessing(env, noop_max=settings.noop_max, frame_skip=settings.frame_skip,
-                             screen_size=settings.screen_size, terminal_on_life_loss=settings.terminal_on_life_loss,
-                             grayscale_obs=True)  # one channel a frame: the stack is the CNN's channels
+    env = AtariPreprocessing(
+        env,
+        noop_max=settings.noop_max,
+        frame_skip=settings.frame_skip,
+        screen_size=settings.screen_size,
+        terminal_on_life_loss=settings.terminal_on_life_loss,
+        grayscale_obs=True,
+    )  # one channel a frame: the stack is the CNN's channels
     return FrameStackObservation(env, settings.frame_stack)  # stacks on a new leading axis: (stack, size, size)
 
 

@@ -10,21 +10,31 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rlinfluence.config.schema import ConfigError
-from rlinfluence.figures.experiment import EnvComparison, check_experiment, experiment_figures
-from rlinfluence.figures.regenerate import (MADE, MISSING, PAPER_OUT_DIR, PARTIAL, in_repo, main_from_config, out_dir,
-                                            regenerate)
-from rlinfluence.figures.runs import tidy_from_runs
 from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.config.schema import ConfigError
 from rlinfluence.config.validation import check_writable
+from rlinfluence.figures.experiment import EnvComparison, check_experiment, experiment_figures
+from rlinfluence.figures.regenerate import (
+    MADE,
+    MISSING,
+    PAPER_OUT_DIR,
+    PARTIAL,
+    in_repo,
+    main_from_config,
+    out_dir,
+    regenerate,
+)
+from rlinfluence.figures.runs import tidy_from_runs
 from rlinfluence.run.tasks import register
 
 
 def check_figures(cfg: DictConfig) -> None:
     """The figures' inputs exist (a missing one would only list every output as missing). Data and output
     dirs are the repo's when relative (regenerate.in_repo), the runs root the working directory's."""
-    for key, given, start in (("figures.data_dir", cfg.figures.data_dir, REPO_ROOT),
-                              ("figures.runs_root", cfg.figures.runs_root, Path.cwd())):
+    for key, given, start in (
+        ("figures.data_dir", cfg.figures.data_dir, REPO_ROOT),
+        ("figures.runs_root", cfg.figures.runs_root, Path.cwd()),
+    ):
         if given is not None and not (start / given).is_dir():  # an absolute `given` ignores `start`
             raise ConfigError(f"{key}={given} is not a directory (relative paths start at {start})")
     if cfg.figures.experiment is not None:
@@ -40,15 +50,18 @@ def figures(cfg: DictConfig) -> list[tuple[str, str, str]] | list[EnvComparison]
         return own_experiment(cfg)
     results = main_from_config(cfg)
     counts = Counter(status for _, status, _ in results)
-    print(f"rlinfluence: {counts[MADE]} made, {counts[PARTIAL]} partial, {counts[MISSING]} missing (MISSING.md), "
-          f"written to {cfg.figures.out_dir or PAPER_OUT_DIR}")
+    print(
+        f"rlinfluence: {counts[MADE]} made, {counts[PARTIAL]} partial, {counts[MISSING]} missing (MISSING.md), "
+        f"written to {cfg.figures.out_dir or PAPER_OUT_DIR}"
+    )
     return results
 
 
 def own_experiment(cfg: DictConfig) -> list[EnvComparison]:
     comparisons = experiment_figures(cfg.figures)
-    envs = ", ".join(f"{c.env} ({c.table['Arm'].size} arm(s), {c.per_seed['seed'].nunique()} seed(s))"
-                     for c in comparisons)
+    envs = ", ".join(
+        f"{c.env} ({c.table['Arm'].size} arm(s), {c.per_seed['seed'].nunique()} seed(s))" for c in comparisons
+    )
     print(f"rlinfluence: {cfg.figures.experiment}: curves and table of {envs}, written to {out_dir(cfg.figures)}")
     return comparisons
 

@@ -31,8 +31,7 @@ def _area(run: pd.DataFrame) -> float:
 
 
 def _areas(rows: pd.DataFrame, env: str, arm_label: str) -> np.ndarray:
-    return np.array([_area(by_arm(runs)[arm_label])
-                     for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)])
+    return np.array([_area(by_arm(runs)[arm_label]) for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)])
 
 
 def _palette(arms) -> dict[str, tuple]:
@@ -49,8 +48,13 @@ def improvement_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
             pairs = [(_areas(rows, env, arm.label), _areas(rows, env, STANDARD.label)) for env in env_subset]
             ci = metrics.probability_of_improvement_ci(pairs)
             cells[f"P({arm.label} > standard) [95 % CI]"] = f"{ci.mean:.2f} [{ci.low:.2f}, {ci.high:.2f}]"
-        table.append({"Env": label, "Seeds per arm": str(rows[rows["env"].isin(env_subset)]
-                                                         .groupby("env")["seed"].nunique().min()), **cells})
+        table.append(
+            {
+                "Env": label,
+                "Seeds per arm": str(rows[rows["env"].isin(env_subset)].groupby("env")["seed"].nunique().min()),
+                **cells,
+            }
+        )
     return pd.DataFrame(table)
 
 
@@ -63,7 +67,8 @@ def performance_profiles(output: Output, rows: pd.DataFrame) -> Figure:
         for arm in FILTERS:
             of_arm = per_seed[per_seed["arm"] == arm.label]
             fraction, low, high = metrics.performance_profile(
-                [group["SE_ave"].to_numpy() for _, group in of_arm.groupby("env", sort=True)], SE_TAUS)
+                [group["SE_ave"].to_numpy() for _, group in of_arm.groupby("env", sort=True)], SE_TAUS
+            )
             ax.plot(SE_TAUS, fraction, color=palette[arm.label], label=arm.label)
             ax.fill_between(SE_TAUS, low, high, color=palette[arm.label], alpha=0.2, linewidth=0)
         ax.axvline(0.0, color="grey", linewidth=0.8)
@@ -83,33 +88,52 @@ def iqm_curves(output: Output, rows: pd.DataFrame) -> Figure:
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         for ax, env in zip(axes, envs):
             for arm in arms:
-                curves = np.stack([curve(by_arm(runs)[arm.label])
-                                   for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)])
+                curves = np.stack(
+                    [curve(by_arm(runs)[arm.label]) for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)]
+                )
                 evaluated = ~np.isnan(curves).any(axis=0)  # eval.every > 1: only the rounds every seed evaluated
                 middle, low, high = metrics.iqm_curve(curves[:, evaluated])
                 rounds = np.flatnonzero(evaluated)
                 ax.plot(rounds, middle, color=palette[arm.label])
                 ax.fill_between(rounds, low, high, color=palette[arm.label], alpha=0.2, linewidth=0)
             ax.set(title=paper.ENV_TITLES[env], xlabel="round", ylabel="test return (IQM over seeds)")
-        for ax in axes[len(envs):]:
+        for ax in axes[len(envs) :]:
             fig.delaxes(ax)
-        fig.legend([Line2D([], [], color=color) for color in palette.values()], list(palette),
-                   loc="outside lower center", ncols=len(palette), frameon=False)
+        fig.legend(
+            [Line2D([], [], color=color) for color in palette.values()],
+            list(palette),
+            loc="outside lower center",
+            ncols=len(palette),
+            frameon=False,
+        )
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
 
 _BOOTSTRAP = "percentile bootstrap over seeds within each env (scipy, 10,000 resamples, fixed seed)"
 OUTPUTS: tuple[Output, ...] = (
-    Output("aggregates_improvement", "Probability of improvement",
-           "P(X > standard PPO): the chance that a run of the filter, drawn at random, has a higher score than a run "
-           "of standard PPO of the same env (Mann–Whitney U / n·m, ties ½); score = mean test return over rounds "
-           f"1…K (area under the curve). 95 % CI: {_BOOTSTRAP}; 'All envs' averages the envs' P.",
-           MAIN_RUNS, improvement_table),
-    Output("aggregates_profiles", "Performance profiles of SE_ave",
-           "Fraction of (env, seed) runs whose SE_ave against standard PPO of the same seed exceeds τ, with a "
-           f"95 % band ({_BOOTSTRAP}).", MAIN_RUNS, performance_profiles),
-    Output("aggregates_iqm_curves", "IQM learning curves",
-           f"Interquartile mean of the test return over seeds at each evaluated round, with a 95 % band ({_BOOTSTRAP}).",
-           MAIN_RUNS, iqm_curves),
+    Output(
+        "aggregates_improvement",
+        "Probability of improvement",
+        "P(X > standard PPO): the chance that a run of the filter, drawn at random, has a higher score than a run "
+        "of standard PPO of the same env (Mann–Whitney U / n·m, ties ½); score = mean test return over rounds "
+        f"1…K (area under the curve). 95 % CI: {_BOOTSTRAP}; 'All envs' averages the envs' P.",
+        MAIN_RUNS,
+        improvement_table,
+    ),
+    Output(
+        "aggregates_profiles",
+        "Performance profiles of SE_ave",
+        "Fraction of (env, seed) runs whose SE_ave against standard PPO of the same seed exceeds τ, with a "
+        f"95 % band ({_BOOTSTRAP}).",
+        MAIN_RUNS,
+        performance_profiles,
+    ),
+    Output(
+        "aggregates_iqm_curves",
+        "IQM learning curves",
+        f"Interquartile mean of the test return over seeds at each evaluated round, with a 95 % band ({_BOOTSTRAP}).",
+        MAIN_RUNS,
+        iqm_curves,
+    ),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -22,13 +22,13 @@ from rlinfluence.figures.requirements import FigureData, Output, RestrictableByE
 from rlinfluence.run.rundir import compose_config
 
 
-@lru_cache(maxsize=None)
+@cache
 def command_config(analysis: str, env: str, overrides: str) -> DictConfig:
     """The config of the command an output documents, `task=<analysis> env=<env> <overrides>`."""
     return compose_config([f"task={analysis}", f"env={env}", *overrides.split()])
 
 
-@lru_cache(maxsize=None)
+@cache
 def documented_identity(analysis: str, env: str, overrides: str, variant: str) -> dict:
     """The identity of the analysis output an output documents: that of its command; seed 0 stands for
     every seed, whose identities share one hash."""
@@ -57,9 +57,11 @@ class AnalysisData(RestrictableByEnvs):
         own, envs_by_overrides = dict(self.env_overrides), {}
         for env in self.envs:
             envs_by_overrides.setdefault(own.get(env, self.overrides), []).append(env)
-        return " && ".join(f"rlinfluence -m task={self.analysis} env={','.join(envs)} "
-                           f"seed={','.join(map(str, range(self.seeds)))}{' ' + overrides if overrides else ''}"
-                           for overrides, envs in envs_by_overrides.items())
+        return " && ".join(
+            f"rlinfluence -m task={self.analysis} env={','.join(envs)} "
+            f"seed={','.join(map(str, range(self.seeds)))}{' ' + overrides if overrides else ''}"
+            for overrides, envs in envs_by_overrides.items()
+        )
 
     def overrides_for(self, env: str) -> str:
         return dict(self.env_overrides).get(env, self.overrides)
@@ -90,8 +92,11 @@ class AnalysisData(RestrictableByEnvs):
 
     def table(self, data_dir: Path) -> pd.DataFrame:
         files, _ = self._files(data_dir)
-        return pd.concat([self.read(path) for path in files], ignore_index=True) if files else pd.DataFrame(
-            columns=["env", "seed", "round"])
+        return (
+            pd.concat([self.read(path) for path in files], ignore_index=True)
+            if files
+            else pd.DataFrame(columns=["env", "seed", "round"])
+        )
 
     def _seeds(self, rows: pd.DataFrame, env: str) -> list[int]:
         rows = rows[rows["env"] == env]
@@ -100,10 +105,16 @@ class AnalysisData(RestrictableByEnvs):
     def shortfalls(self, data: FigureData) -> dict[str, str]:
         rows, (_, others) = self.table(data.data_dir), self._files(data.data_dir)
         rounds = f" with rounds {', '.join(map(str, self.rounds))}" if self.rounds else ""
-        return {env: f"analyses/{self.analysis}/{env}: needs {self.seeds} seeds{rounds}, has {len(seeds)}" + (
-                    f"; not drawn, made with other settings than its command: {'; '.join(others[env])}"
-                    if env in others else "")
-                for env in self.envs if len(seeds := self._seeds(rows, env)) < self.seeds}
+        return {
+            env: f"analyses/{self.analysis}/{env}: needs {self.seeds} seeds{rounds}, has {len(seeds)}"
+            + (
+                f"; not drawn, made with other settings than its command: {'; '.join(others[env])}"
+                if env in others
+                else ""
+            )
+            for env in self.envs
+            if len(seeds := self._seeds(rows, env)) < self.seeds
+        }
 
     def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
         """Per environment: (seeds analysed with every round, seeds the output needs)."""
@@ -112,8 +123,9 @@ class AnalysisData(RestrictableByEnvs):
 
     def select(self, data: FigureData) -> pd.DataFrame:
         rows = self.table(data.data_dir)
-        parts = [rows[(rows["env"] == env) & rows["seed"].isin(self._seeds(rows, env)[:self.seeds])]
-                 for env in self.envs]
+        parts = [
+            rows[(rows["env"] == env) & rows["seed"].isin(self._seeds(rows, env)[: self.seeds])] for env in self.envs
+        ]
         return pd.concat(parts, ignore_index=True)
 
 
@@ -127,8 +139,9 @@ def documented_identities(data_dir: Path, outputs: tuple[Output, ...]) -> dict[P
             variant = data.variant_for(env)
             identity = documented_identity(data.analysis, env, data.overrides_for(env), variant)
             if documented.setdefault((data.analysis, env, variant), identity) != identity:
-                raise ValueError(f"outputs reading analyses/{data.analysis}/{env}-seed<k>{variant}.csv document "
-                                 f"different commands")
+                raise ValueError(
+                    f"outputs reading analyses/{data.analysis}/{env}-seed<k>{variant}.csv document different commands"
+                )
     found = {}
     for path in sorted(p for p in (Path(data_dir) / ANALYSES).glob("*/*") if p.suffix in (".csv", ".npz")):
         env, seed, variant = re.fullmatch(r"(.+)-seed(\d+)(.*)", path.stem).groups()

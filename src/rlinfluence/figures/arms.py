@@ -41,5 +41,8 @@ ABLATION_PS = (6.25, 12.5, 25.0, 50.0, 100.0)
 IIF_AT_P = tuple(Arm(f"IIF p = {p:g} %", f"iif-p{p:g}") for p in ABLATION_PS)
 # Beyond the paper: IIF under Adam with the influence Adam's step implies (influence.preconditioner=adam),
 # beside Table 3's IIF with plain influence; both against the same standard PPO runs.
-ADAM_ARMS = (replace(STANDARD, overlay="adam"), Arm("IIF, plain influence", IIF.tag, "adam"),
-             Arm("IIF, Adam-preconditioned influence", IIF.tag))
+ADAM_ARMS = (
+    replace(STANDARD, overlay="adam"),
+    Arm("IIF, plain influence", IIF.tag, "adam"),
+    Arm("IIF, Adam-preconditioned influence", IIF.tag),
+)

@@ -59,10 +59,17 @@ def collapse_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                 runs = pick(rows[rows["env"] == env], arm, protocol)
                 failed_seeds = sorted(seed for seed, run in runs.groupby("seed") if failure.failed(run))
                 rate = metrics.rate_ci(len(failed_seeds), runs["seed"].nunique())
-                table.append({
-                    "Env": paper.ENV_TITLES[env], "Failure": failure.criterion, "Protocol": protocol, "Arm": arm.label,
-                    "Failed / seeds": f"{len(failed_seeds)} / {rate.n}",
-                    "Rate [95 % Wilson CI]": f"{100 * rate.mean:.0f} % [{100 * rate.low:.0f}, {100 * rate.high:.0f}]",
-                    "Failed seeds": ", ".join(map(str, failed_seeds)) or MISSING_CELL,
-                })
+                table.append(
+                    {
+                        "Env": paper.ENV_TITLES[env],
+                        "Failure": failure.criterion,
+                        "Protocol": protocol,
+                        "Arm": arm.label,
+                        "Failed / seeds": f"{len(failed_seeds)} / {rate.n}",
+                        "Rate [95 % Wilson CI]": (
+                            f"{100 * rate.mean:.0f} % [{100 * rate.low:.0f}, {100 * rate.high:.0f}]"
+                        ),
+                        "Failed seeds": ", ".join(map(str, failed_seeds)) or MISSING_CELL,
+                    }
+                )
     return pd.DataFrame(table)

@@ -7,7 +7,8 @@ that differs. A refresh adds the hashes of what it commits; `paper_figures/backf
 those of the rows committed before.
 
 A refresh first checks everything it would write (tidy CSVs, the language-model CSV, analyses) and
-collects it in a `Refresh` (figures/gather.py gathers the analyses); only then is any file written, each through a temporary file and a rename.
+collects it in a `Refresh` (figures/gather.py gathers the analyses); only then is any file written, each
+through a temporary file and a rename.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from rlinfluence.run.checkpoint import write_json, write_bytes
+from rlinfluence.run.checkpoint import write_bytes, write_json
 from rlinfluence.run.rundir import IDENTITY, UNSET, default_config, default_settings, flatten
 
 SETTINGS = "settings.json"
@@ -42,6 +43,7 @@ def run_settings(run_dir: Path) -> dict[str, Any] | None:
 def first_difference(was: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any]) -> str:
     """`key=old, this has key=new (N setting(s) differ)` for the first of the sorted keys whose values
     differ; a key one side lacks counts at its default."""
+
     def value(settings: dict[str, Any], key: str) -> Any:
         return settings.get(key, defaults.get(key, UNSET))
 
@@ -49,8 +51,10 @@ def first_difference(was: dict[str, Any], now: dict[str, Any], defaults: dict[st
     if not differing:
         return "the same settings"
     key = differing[0]
-    return (f"{key}={json.dumps(value(was, key))}, this has {key}={json.dumps(value(now, key))} "
-            f"({len(differing)} setting(s) differ)")
+    return (
+        f"{key}={json.dumps(value(was, key))}, this has {key}={json.dumps(value(now, key))} "
+        f"({len(differing)} setting(s) differ)"
+    )
 
 
 def env_defaults(env: str, optimizer: str) -> dict[str, Any]:
@@ -67,7 +71,9 @@ def describe_difference(data_dir: Path, committed_hash: str, fresh_hash: str, id
     if identity is None or committed is None:
         return f"config_hash {committed_hash}, this has config_hash {fresh_hash}"
     settings = identity["settings"]
-    return first_difference(committed, identity["non_default"], env_defaults(settings["env.name"], settings["optimizer.name"]))
+    return first_difference(
+        committed, identity["non_default"], env_defaults(settings["env.name"], settings["optimizer.name"])
+    )
 
 
 @dataclass
@@ -89,8 +95,10 @@ class Refresh:
         known = load_settings(self.data_dir)
         for digest, of_digest in self.settings.items():
             if known.get(digest, of_digest) != of_digest:
-                raise ValueError(f"config_hash {digest} stands for {known[digest]} in {self.data_dir / SETTINGS}, "
-                                 f"and for {of_digest} in the runs")
+                raise ValueError(
+                    f"config_hash {digest} stands for {known[digest]} in {self.data_dir / SETTINGS}, "
+                    f"and for {of_digest} in the runs"
+                )
         for path, content in self.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_bytes(path, content)

@@ -18,8 +18,13 @@ from rlinfluence.run.rundir import CLEAN
 
 # The committed runs' evaluation where it is cheaper than the paper's (env.eval_episodes every round), the same
 # for every arm and seed of an env (paper_figures/README.md, "Evaluation episodes", "Evaluation cadence").
-CPU_EVALUATION = {"acrobot": "eval.episodes=100", "minigrid": "eval.episodes=100", "lunarlander": "eval.episodes=50",
-                  "highway": "eval.episodes=50", "bipedalwalker": "eval.every=5 eval.episodes=50"}
+CPU_EVALUATION = {
+    "acrobot": "eval.episodes=100",
+    "minigrid": "eval.episodes=100",
+    "lunarlander": "eval.episodes=50",
+    "highway": "eval.episodes=50",
+    "bipedalwalker": "eval.every=5 eval.episodes=50",
+}
 
 
 def run_name(method_tag: str, protocol: str) -> str:
@@ -56,8 +61,12 @@ class ArmRuns:
         for arm in self.arms:
             experiment, tag = self.experiment_of(arm), arm.tag_for(env)
             for protocol in self.protocols:
-                rows = tidy[(tidy["experiment"] == experiment) & (tidy["env"] == env)
-                            & (tidy["protocol"] == protocol) & (tidy["method_tag"] == tag)]
+                rows = tidy[
+                    (tidy["experiment"] == experiment)
+                    & (tidy["env"] == env)
+                    & (tidy["protocol"] == protocol)
+                    & (tidy["method_tag"] == tag)
+                ]
                 name = run_name(tag, protocol)
                 seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = set(rows["seed"])
                 parts.append(rows.assign(arm=arm.label))
@@ -69,9 +78,11 @@ class ArmRuns:
             _, seeds, common = self._env_runs(data.tidy, env)
             if len(common) < self.seeds:
                 have = ", ".join(f"{run} {len(s)}" for run, s in seeds.items())
-                lines[env] = (f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
-                              f"has {len(common)} in common (finished seeds per run name: {have}); "
-                              f"`{self.command_for(env)}`")
+                lines[env] = (
+                    f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
+                    f"has {len(common)} in common (finished seeds per run name: {have}); "
+                    f"`{self.command_for(env)}`"
+                )
         return lines
 
     def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
@@ -87,7 +98,7 @@ class ArmRuns:
         parts = []
         for env in self.envs:
             rows, _, common = self._env_runs(data.tidy, env)
-            parts.append(rows[rows["seed"].isin(sorted(common)[:None if self.all_seeds else self.seeds])])
+            parts.append(rows[rows["seed"].isin(sorted(common)[: None if self.all_seeds else self.seeds])])
         return pd.concat(parts, ignore_index=True)
 
 

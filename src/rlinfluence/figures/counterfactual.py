@@ -31,7 +31,7 @@ def _correlation(x: pd.Series, y: pd.Series, method) -> str:
 
 def _scale(predicted: pd.Series, actual: pd.Series) -> str:
     """The least-squares slope of actual on predicted through 0: 1 when the first-order scale is right."""
-    return f"{(predicted * actual).sum() / (predicted ** 2).sum():.2f}" if (predicted != 0).any() else MISSING_CELL
+    return f"{(predicted * actual).sum() / (predicted**2).sum():.2f}" if (predicted != 0).any() else MISSING_CELL
 
 
 def _group_label(kind: str, size: float) -> str:
@@ -47,9 +47,13 @@ def removal_correlations(rows: pd.DataFrame) -> pd.DataFrame:
     for (env, kind), part in rows.groupby(["env", "kind"], sort=False):
         by_size = part.groupby("size") if kind == "random" else [(part["size"].mean(), part)]
         for size, group in by_size:
-            line = {"Env": paper.ENV_TITLES.get(env, env), "Group": _group_label(kind, size),
-                    "Points": str(len(group)), "Rounds": ", ".join(map(str, sorted(group["round"].unique()))),
-                    "Seeds": str(group["seed"].nunique())}
+            line = {
+                "Env": paper.ENV_TITLES.get(env, env),
+                "Group": _group_label(kind, size),
+                "Points": str(len(group)),
+                "Rounds": ", ".join(map(str, sorted(group["round"].unique()))),
+                "Seeds": str(group["seed"].nunique()),
+            }
             for column, name in (("predicted_plain", "plain"), ("predicted_centred", "centred")):
                 line[f"Pearson ({name})"] = _correlation(group[column], group["actual"], pearsonr)
                 line[f"Spearman ({name})"] = _correlation(group[column], group["actual"], spearmanr)
@@ -80,38 +84,67 @@ def removal_scatter(output: Output, rows: pd.DataFrame) -> Figure:
         for ax_row, env in zip(axes, envs):
             env_rows = rows[rows["env"] == env]
             for ax, (column, label) in zip(ax_row, PREDICTIONS.items()):
-                sns.scatterplot(data=env_rows, x=column, y="actual", hue="group", hue_order=list(palette),
-                                palette=palette, style="kind", markers=MARKERS, s=14, linewidth=0, ax=ax, legend=False)
+                sns.scatterplot(
+                    data=env_rows,
+                    x=column,
+                    y="actual",
+                    hue="group",
+                    hue_order=list(palette),
+                    palette=palette,
+                    style="kind",
+                    markers=MARKERS,
+                    s=14,
+                    linewidth=0,
+                    ax=ax,
+                    legend=False,
+                )
                 ends = np.array([env_rows[[column, "actual"]].min().min(), env_rows[[column, "actual"]].max().max()])
                 ax.plot(ends, ends, color="grey", lw=0.6, ls="--")
-                ax.set(title=f"{paper.ENV_TITLES.get(env, env)}: {label}", xlabel="predicted Δf_return",
-                       ylabel="actual Δf_return")
+                ax.set(
+                    title=f"{paper.ENV_TITLES.get(env, env)}: {label}",
+                    xlabel="predicted Δf_return",
+                    ylabel="actual Δf_return",
+                )
                 ax.ticklabel_format(style="sci", scilimits=(0, 0))
                 ax.xaxis.set_major_locator(MaxNLocator(5))
         kinds = [next((kind for kind, name in SET_LABELS.items() if name == label), "random") for label in palette]
-        handles = [Line2D([], [], ls="", marker=MARKERS[kind], color=colour)
-                   for kind, colour in zip(kinds, palette.values())]
+        handles = [
+            Line2D([], [], ls="", marker=MARKERS[kind], color=colour) for kind, colour in zip(kinds, palette.values())
+        ]
         fig.legend(handles, list(palette), loc="outside lower center", ncols=3, frameon=False)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
     return fig
 
 
 ROUND = 5  # every env's standard run is looked into at round 5 (more rounds when affordable)
-COMMAND = ("env.rounds=10 eval.every=10 eval.episodes=100 "
-           f"analysis.counterfactual.rounds=[{ROUND}]")  # the standard run only needs its first 10 rounds
+COMMAND = (
+    "env.rounds=10 eval.every=10 eval.episodes=100 "
+    f"analysis.counterfactual.rounds=[{ROUND}]"
+)  # the standard run only needs its first 10 rounds
 ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander")
-_NOTE = ("Round k's update of a standard-PPO run, rerun from θ_k with a group of records taken out of the same "
-         "minibatches; Δf_return = f_return after it − after the standard update. Predicted to first order from "
-         "the round-start influence (plain: −η·n_epochs/batch_size·Σ I_i; centred: I_i − its minibatch's mean, "
-         "the kept records weighing more). Groups: random (fractions of the buffer), IIF's drop set (the env's p), "
-         "all negative-influence records.")
+_NOTE = (
+    "Round k's update of a standard-PPO run, rerun from θ_k with a group of records taken out of the same "
+    "minibatches; Δf_return = f_return after it − after the standard update. Predicted to first order from "
+    "the round-start influence (plain: −η·n_epochs/batch_size·Σ I_i; centred: I_i − its minibatch's mean, "
+    "the kept records weighing more). Groups: random (fractions of the buffer), IIF's drop set (the env's p), "
+    "all negative-influence records."
+)
 
 OUTPUTS: tuple[Output, ...] = (
-    Output("counterfactual_scatter", "Beyond: influence vs removal", _NOTE + " Dashed: y = x.",
-           AnalysisData("counterfactual", ENVS, 1, (ROUND,), COMMAND), removal_scatter),
-    Output("counterfactual_correlations", "Beyond: influence vs removal (correlations)",
-           _NOTE + " Pearson and Spearman over every group of a size (all rounds and seeds); scale: least-squares "
-           "slope of actual on predicted through 0 (1: the first-order scale is right); test Δ: change of the "
-           "test return on the same evaluation episodes.",
-           AnalysisData("counterfactual", ENVS, 1, (ROUND,), COMMAND), correlation_table),
+    Output(
+        "counterfactual_scatter",
+        "Beyond: influence vs removal",
+        _NOTE + " Dashed: y = x.",
+        AnalysisData("counterfactual", ENVS, 1, (ROUND,), COMMAND),
+        removal_scatter,
+    ),
+    Output(
+        "counterfactual_correlations",
+        "Beyond: influence vs removal (correlations)",
+        _NOTE + " Pearson and Spearman over every group of a size (all rounds and seeds); scale: least-squares "
+        "slope of actual on predicted through 0 (1: the first-order scale is right); test Δ: change of the "
+        "test return on the same evaluation episodes.",
+        AnalysisData("counterfactual", ENVS, 1, (ROUND,), COMMAND),
+        correlation_table,
+    ),
 )

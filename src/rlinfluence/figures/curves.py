@@ -19,12 +19,14 @@ CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
 def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
     """The output's arms in each of its envs (`curves_figure`), one line style per protocol it compares."""
     runs = output.runs
-    return curves_figure(rows, runs.envs, [arm.label for arm in runs.arms], f"{output.title}: {output.caption}",
-                         runs.protocols)
+    return curves_figure(
+        rows, runs.envs, [arm.label for arm in runs.arms], f"{output.title}: {output.caption}", runs.protocols
+    )
 
 
-def curves_figure(rows: pd.DataFrame, envs: tuple[str, ...], arms: list[str], title: str,
-                  protocols: tuple[str, ...] = ()) -> Figure:
+def curves_figure(
+    rows: pd.DataFrame, envs: tuple[str, ...], arms: list[str], title: str, protocols: tuple[str, ...] = ()
+) -> Figure:
     """Test return against round, one panel per env, one colour per label in `arms` (the rows' `arm`),
     mean ± 95 % t-interval over seeds; one line style per protocol when `protocols` has several."""
     ncols = min(len(envs), 3)
@@ -35,18 +37,31 @@ def curves_figure(rows: pd.DataFrame, envs: tuple[str, ...], arms: list[str], ti
         fig = Figure(figsize=(4.0 * ncols, 3.0 * nrows), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         for ax, env in zip(axes, envs):
-            style = {"style": "protocol", "style_order": list(protocols), "dashes": dashes} if len(protocols) > 1 else {}
-            sns.lineplot(data=rows[rows["env"] == env].dropna(subset=["test_return"]),
-                         x="round", y="test_return", hue="arm", hue_order=list(palette), palette=palette,
-                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax, **style)
+            style = (
+                {"style": "protocol", "style_order": list(protocols), "dashes": dashes} if len(protocols) > 1 else {}
+            )
+            sns.lineplot(
+                data=rows[rows["env"] == env].dropna(subset=["test_return"]),
+                x="round",
+                y="test_return",
+                hue="arm",
+                hue_order=list(palette),
+                palette=palette,
+                errorbar=lambda v: metrics.t_interval(v)[1:3],
+                legend=False,
+                ax=ax,
+                **style,
+            )
             ax.set(title=paper.ENV_TITLES.get(env, env), xlabel="round", ylabel="test return")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        for ax in axes[len(envs):]:
+        for ax in axes[len(envs) :]:
             fig.delaxes(ax)
         handles = [Line2D([], [], color=color) for color in palette.values()]
         labels = list(palette)
         if len(protocols) > 1:
-            handles += [Line2D([], [], color="black", dashes=dashes[protocol] or (None, None)) for protocol in protocols]
+            handles += [
+                Line2D([], [], color="black", dashes=dashes[protocol] or (None, None)) for protocol in protocols
+            ]
             labels += [f"protocol {protocol}" for protocol in protocols]
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 3 * ncols), frameon=False)
         fig.suptitle(title, wrap=True)

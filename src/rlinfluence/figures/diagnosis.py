@@ -53,13 +53,26 @@ def _bottom_arrows(ax, records: pd.DataFrame) -> None:
         row, col = divmod(int(state), 4)
         dx, dy = ARROWS[int(action)]
         colour = SIGN_COLOURS["Â > 0" if group["gae"] > 0 else "Â < 0"]
-        ax.arrow(col + 0.5, row + 0.5, 0.32 * dx, 0.32 * dy, width=0.02 + 0.1 * group["count"] / most,
-                 length_includes_head=True, color=colour, alpha=0.85)
+        ax.arrow(
+            col + 0.5,
+            row + 0.5,
+            0.32 * dx,
+            0.32 * dy,
+            width=0.02 + 0.1 * group["count"] / most,
+            length_includes_head=True,
+            color=colour,
+            alpha=0.85,
+        )
 
 
 def _arrow_legend(fig: Figure) -> None:
-    fig.legend([Patch(color=c) for c in SIGN_COLOURS.values()], list(SIGN_COLOURS), loc="outside lower center",
-               ncols=2, frameon=False)
+    fig.legend(
+        [Patch(color=c) for c in SIGN_COLOURS.values()],
+        list(SIGN_COLOURS),
+        loc="outside lower center",
+        ncols=2,
+        frameon=False,
+    )
 
 
 def bottom_records_grid(output: Output, rows: pd.DataFrame) -> Figure:
@@ -102,8 +115,12 @@ def bottom_views(output: Output, rows: pd.DataFrame) -> Figure:
             bottom = rows[rows["seed"] == seed].nlargest(VIEWS_PER_SEED, "rank")
             for ax, record in zip(ax_row, bottom.itertuples()):
                 ax.imshow(_egocentric_view(env, int(record.state)))
-                ax.set(xticks=[], yticks=[], title=f"seed {seed}: {MINIGRID_ACTIONS[record.action]}\n"
-                                                   f"Â {record.advantage_gae:.2f}, Ā {record.advantage_true:.2f}")
+                ax.set(
+                    xticks=[],
+                    yticks=[],
+                    title=f"seed {seed}: {MINIGRID_ACTIONS[record.action]}\n"
+                    f"Â {record.advantage_gae:.2f}, Ā {record.advantage_true:.2f}",
+                )
                 ax.title.set_fontsize(6)
                 ax.grid(False)
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
@@ -115,8 +132,10 @@ def _diagnosed(rows: pd.DataFrame, k: int) -> pd.DataFrame:
     return rows[rows["round"] == k].assign(
         error=lambda d: (d["advantage_true"] - d["advantage_gae"]).abs(),
         product=lambda d: d["advantage_true"] * d["advantage_gae"],
-        agree=lambda d: np.where(np.sign(d["advantage_true"]) == np.sign(d["advantage_gae"]), "signs agree",
-                                 "signs differ"))
+        agree=lambda d: np.where(
+            np.sign(d["advantage_true"]) == np.sign(d["advantage_gae"]), "signs agree", "signs differ"
+        ),
+    )
 
 
 def _shade_ends(ax, n_records: int) -> None:
@@ -140,9 +159,19 @@ def _per_seed_panels(output: Output, rows: pd.DataFrame, draw) -> Figure:
 
 def advantage_error(output: Output, rows: pd.DataFrame) -> Figure:
     """Fig. 3c: |Ā − Â| against rank, coloured by whether the signs agree."""
+
     def draw(ax, run):
-        sns.scatterplot(data=run, x="rank", y="error", hue="agree", hue_order=["signs agree", "signs differ"],
-                        s=6, linewidth=0, ax=ax, legend=run["seed"].iloc[0] == rows["seed"].min())
+        sns.scatterplot(
+            data=run,
+            x="rank",
+            y="error",
+            hue="agree",
+            hue_order=["signs agree", "signs differ"],
+            s=6,
+            linewidth=0,
+            ax=ax,
+            legend=run["seed"].iloc[0] == rows["seed"].min(),
+        )
         ax.set(title=f"seed {run['seed'].iloc[0]}", ylabel="|Ā − Â|")
 
     return _per_seed_panels(output, rows, draw)
@@ -154,6 +183,7 @@ def spearman(run: pd.DataFrame) -> float:
 
 def advantage_product(output: Output, rows: pd.DataFrame) -> Figure:
     """Fig. 3d: Ā·Â against rank, with the Spearman correlation of the two."""
+
     def draw(ax, run):
         ax.scatter(run["rank"], run["product"], s=4, color="tab:purple", linewidths=0)
         ax.set(title=f"seed {run['seed'].iloc[0]}: Spearman {spearman(run):.2f}", ylabel="Ā · Â")
@@ -168,23 +198,31 @@ def spearman_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
         values = [spearman(run) for _, run in env_rows.groupby("seed")]
         per_seed = ", ".join(f"{v:.2f}" for v in values)
         paper_value = paper.FIG3D_SPEARMAN.get(env)
-        lines.append({"env": paper.ENV_TITLES[env], "records per seed": str(len(env_rows) // len(values)),
-                      "Spearman per seed": per_seed,
-                      "ours (mean ± std)": f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}",
-                      "paper": f"{paper_value:.2f}" if paper_value is not None else MISSING_CELL})
+        lines.append(
+            {
+                "env": paper.ENV_TITLES[env],
+                "records per seed": str(len(env_rows) // len(values)),
+                "Spearman per seed": per_seed,
+                "ours (mean ± std)": f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}",
+                "paper": f"{paper_value:.2f}" if paper_value is not None else MISSING_CELL,
+            }
+        )
     return pd.DataFrame(lines)
 
 
-_BOTTOM_NOTE = (f"The {BOTTOM_RECORDS} records of most negative influence (f_return) in the buffer of a standard-PPO "
-                f"run, per (state, action) as arrows on the 4×4 map (width: how many; colour: sign of their "
-                f"mean GAE advantage Â).")
-_RANK_NOTE = (f"Records of round {DIAGNOSED_ROUND}'s buffer of a standard-PPO run, ranked by decreasing "
-              f"influence (f_return); Ā = Q^π − V^π of θ_{DIAGNOSED_ROUND} by Monte-Carlo rollouts, Â = GAE. "
-              f"Top and bottom 20 % shaded.")
+_BOTTOM_NOTE = (
+    f"The {BOTTOM_RECORDS} records of most negative influence (f_return) in the buffer of a standard-PPO "
+    f"run, per (state, action) as arrows on the 4×4 map (width: how many; colour: sign of their "
+    f"mean GAE advantage Â)."
+)
+_RANK_NOTE = (
+    f"Records of round {DIAGNOSED_ROUND}'s buffer of a standard-PPO run, ranked by decreasing "
+    f"influence (f_return); Ā = Q^π − V^π of θ_{DIAGNOSED_ROUND} by Monte-Carlo rollouts, Â = GAE. "
+    f"Top and bottom 20 % shaded."
+)
 _DIAGNOSE_ROUNDS = f"analysis.diagnose.rounds=[{','.join(map(str, FIG8_ROUNDS))}]"
 # MiniGrid: the diagnosed round only and 100 rollouts per (pose, action), 100 evaluation episodes (~13 min a seed here).
-_DIAGNOSE_MINIGRID = (f"eval.episodes=100 analysis.diagnose.rounds=[{DIAGNOSED_ROUND}] "
-                      f"analysis.diagnose.rollouts=100")
+_DIAGNOSE_MINIGRID = f"eval.episodes=100 analysis.diagnose.rounds=[{DIAGNOSED_ROUND}] analysis.diagnose.rollouts=100"
 _DIAGNOSE = {"frozenlake": _DIAGNOSE_ROUNDS, "minigrid": _DIAGNOSE_MINIGRID}
 
 
@@ -195,28 +233,59 @@ def _diagnosis(env: str, rounds: tuple[int, ...] = (DIAGNOSED_ROUND,)) -> Analys
 
 # The records of most negative influence (Fig. 3a, 8, 3b); Section 4 lists Pong's (Fig. 9) after them.
 BOTTOM_RECORD_OUTPUTS: tuple[Output, ...] = (
-    Output("fig3a_bottom_records", "Fig. 3a", _BOTTOM_NOTE + f" Round {DIAGNOSED_ROUND}.",
-           _diagnosis("frozenlake"), bottom_records_grid),
-    Output("fig8_bottom_records_rounds", "Fig. 8",
-           _BOTTOM_NOTE + f" Rounds {', '.join(map(str, FIG8_ROUNDS[:-1]))} and {FIG8_ROUNDS[-1]}.",
-           _diagnosis("frozenlake", FIG8_ROUNDS), bottom_records_grid),
-    Output("fig3b_bottom_views_minigrid", "Fig. 3b, 9",
-           f"The egocentric views of the {VIEWS_PER_SEED} records of most negative influence (f_return) in round "
-           f"{DIAGNOSED_ROUND}'s buffer of a standard-PPO run on MiniGrid, with the action taken, its GAE "
-           f"advantage Â and true advantage Ā.",
-           _diagnosis("minigrid"), bottom_views),
+    Output(
+        "fig3a_bottom_records",
+        "Fig. 3a",
+        _BOTTOM_NOTE + f" Round {DIAGNOSED_ROUND}.",
+        _diagnosis("frozenlake"),
+        bottom_records_grid,
+    ),
+    Output(
+        "fig8_bottom_records_rounds",
+        "Fig. 8",
+        _BOTTOM_NOTE + f" Rounds {', '.join(map(str, FIG8_ROUNDS[:-1]))} and {FIG8_ROUNDS[-1]}.",
+        _diagnosis("frozenlake", FIG8_ROUNDS),
+        bottom_records_grid,
+    ),
+    Output(
+        "fig3b_bottom_views_minigrid",
+        "Fig. 3b, 9",
+        f"The egocentric views of the {VIEWS_PER_SEED} records of most negative influence (f_return) in round "
+        f"{DIAGNOSED_ROUND}'s buffer of a standard-PPO run on MiniGrid, with the action taken, its GAE "
+        f"advantage Â and true advantage Ā.",
+        _diagnosis("minigrid"),
+        bottom_views,
+    ),
 )
 # The GAE advantage's errors against the influence rank (Fig. 3c, 3d).
 RANK_OUTPUTS: tuple[Output, ...] = (
-    *(Output(f"fig3c_advantage_error_{env}", f"Fig. 3c ({paper.ENV_TITLES[env]})",
-             "|Ā − Â| against rank. " + _RANK_NOTE, _diagnosis(env), advantage_error)
-      for env in _DIAGNOSE),
-    *(Output(f"fig3d_advantage_product_{env}", f"Fig. 3d ({paper.ENV_TITLES[env]})",
-             "Ā·Â against rank, Spearman correlation per seed. " + _RANK_NOTE, _diagnosis(env), advantage_product)
-      for env in _DIAGNOSE),
-    Output("diagnosis_spearman", "Fig. 3d (Spearman)",
-           f"Spearman correlation of rank by decreasing influence and Ā·Â at round {DIAGNOSED_ROUND}, per seed.",
-           AnalysisData("diagnose", tuple(_DIAGNOSE), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS,
-                        (("minigrid", _DIAGNOSE_MINIGRID),)),
-           spearman_table),
+    *(
+        Output(
+            f"fig3c_advantage_error_{env}",
+            f"Fig. 3c ({paper.ENV_TITLES[env]})",
+            "|Ā − Â| against rank. " + _RANK_NOTE,
+            _diagnosis(env),
+            advantage_error,
+        )
+        for env in _DIAGNOSE
+    ),
+    *(
+        Output(
+            f"fig3d_advantage_product_{env}",
+            f"Fig. 3d ({paper.ENV_TITLES[env]})",
+            "Ā·Â against rank, Spearman correlation per seed. " + _RANK_NOTE,
+            _diagnosis(env),
+            advantage_product,
+        )
+        for env in _DIAGNOSE
+    ),
+    Output(
+        "diagnosis_spearman",
+        "Fig. 3d (Spearman)",
+        f"Spearman correlation of rank by decreasing influence and Ā·Â at round {DIAGNOSED_ROUND}, per seed.",
+        AnalysisData(
+            "diagnose", tuple(_DIAGNOSE), 3, (DIAGNOSED_ROUND,), _DIAGNOSE_ROUNDS, (("minigrid", _DIAGNOSE_MINIGRID),)
+        ),
+        spearman_table,
+    ),
 )

@@ -16,24 +16,32 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from rlinfluence.config.schema import ConfigError
-from rlinfluence.figures.committed import REPLACE_KEY
 from rlinfluence.figures.arms import STANDARD
+from rlinfluence.figures.committed import REPLACE_KEY
 from rlinfluence.figures.control_runs import run_name
 from rlinfluence.figures.curves import CURVES_NOTE, curves_figure
 from rlinfluence.figures.formatting import pm_over_seeds
 from rlinfluence.figures.quantities import efficiency, final_return
 from rlinfluence.figures.regenerate import in_repo, out_dir
 from rlinfluence.figures.render import save_figure, save_table
-from rlinfluence.figures.runs import (COMPARED, RUN_KEY, check_one_setting, run_experiments,
-                                      tidy_csv_bytes, tidy_from_runs)
+from rlinfluence.figures.runs import (
+    COMPARED,
+    RUN_KEY,
+    check_one_setting,
+    run_experiments,
+    tidy_csv_bytes,
+    tidy_from_runs,
+)
 from rlinfluence.figures.tables import EFFICIENCY_COLUMNS, RT_NOTE, SE_NOTE
 
 FINAL = "final_test_return"
 PER_SEED_COLUMNS = ["arm", "method_tag", "protocol", "seed", FINAL, *EFFICIENCY_COLUMNS, "levels", "unreached"]
 REFERENCE = "reference"  # standard PPO's own speed-up cells
-_TABLE_NOTE = ("Final test return: that of each run's last evaluated round, mean ± std over seeds. Speed-ups: "
-               "against standard PPO (method=ppo) under the same protocol; 'none' for a seed whose PPO run is "
-               "missing or never improved on its round 0. ")
+_TABLE_NOTE = (
+    "Final test return: that of each run's last evaluated round, mean ± std over seeds. Speed-ups: "
+    "against standard PPO (method=ppo) under the same protocol; 'none' for a seed whose PPO run is "
+    "missing or never improved on its round 0. "
+)
 
 
 def check_experiment(figures: DictConfig) -> None:
@@ -45,8 +53,10 @@ def check_experiment(figures: DictConfig) -> None:
         raise ConfigError(f"{REPLACE_KEY}={figures.replace[0]} replaces committed results, which {name} leaves alone")
     data_dir, written = in_repo(figures.data_dir).resolve(), out_dir(figures).resolve()
     if written == data_dir or data_dir in written.parents:
-        raise ConfigError(f"figures.out_dir={figures.out_dir} is in the paper's data (figures.data_dir="
-                          f"{figures.data_dir}), which {name} never writes")
+        raise ConfigError(
+            f"figures.out_dir={figures.out_dir} is in the paper's data (figures.data_dir="
+            f"{figures.data_dir}), which {name} never writes"
+        )
 
 
 def experiment_runs(runs_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -54,10 +64,17 @@ def experiment_runs(runs_root: str | Path, experiment: str) -> pd.DataFrame:
     none, or when one env's runs were made with different settings (they would be compared)."""
     rows = tidy_from_runs(runs_root, {experiment})
     if rows.empty:
-        raise ConfigError(f"figures.experiment={experiment} has no finished run under {runs_root} (experiments "
-                          f"with finished runs there: {', '.join(run_experiments(runs_root)) or 'none'})")
-    check_one_setting(rows, RUN_KEY, COMPARED, str(runs_root),
-                      remedy="rerun those with the others' settings, or move them to another experiment_name")
+        raise ConfigError(
+            f"figures.experiment={experiment} has no finished run under {runs_root} (experiments "
+            f"with finished runs there: {', '.join(run_experiments(runs_root)) or 'none'})"
+        )
+    check_one_setting(
+        rows,
+        RUN_KEY,
+        COMPARED,
+        str(runs_root),
+        remedy="rerun those with the others' settings, or move them to another experiment_name",
+    )
     return rows.assign(arm=[run_name(tag, protocol) for tag, protocol in zip(rows["method_tag"], rows["protocol"])])
 
 
@@ -69,17 +86,25 @@ def per_seed(rows: pd.DataFrame) -> pd.DataFrame:
         tag, protocol = run["method_tag"].iloc[0], run["protocol"].iloc[0]
         standard = rows[(rows["method_tag"] == STANDARD.tag) & (rows["protocol"] == protocol) & (rows["seed"] == seed)]
         speedups = efficiency(standard, run) if tag != STANDARD.tag and len(standard) else {}
-        records.append({"arm": arm, "method_tag": tag, "protocol": protocol, "seed": seed, FINAL: final_return(run),
-                        **speedups})
+        records.append(
+            {"arm": arm, "method_tag": tag, "protocol": protocol, "seed": seed, FINAL: final_return(run), **speedups}
+        )
     return pd.DataFrame(records).reindex(columns=PER_SEED_COLUMNS)
 
 
 def comparison_table(seeds: pd.DataFrame) -> pd.DataFrame:
     """Per arm (`per_seed`'s rows): its seeds, final test return and speed-ups, mean ± std over seeds."""
-    return pd.DataFrame([
-        {"Arm": arm, "Seeds": str(len(of_arm)), "Final test return": pm_over_seeds(of_arm[FINAL], 2),
-         **_speedup_cells(of_arm)}
-        for arm, of_arm in seeds.groupby("arm", sort=True)])
+    return pd.DataFrame(
+        [
+            {
+                "Arm": arm,
+                "Seeds": str(len(of_arm)),
+                "Final test return": pm_over_seeds(of_arm[FINAL], 2),
+                **_speedup_cells(of_arm),
+            }
+            for arm, of_arm in seeds.groupby("arm", sort=True)
+        ]
+    )
 
 
 def _speedup_cells(of_arm: pd.DataFrame) -> dict[str, str]:
@@ -101,16 +126,20 @@ class EnvComparison:
     def write(self, directory: Path) -> list[Path]:
         per_seed_csv = directory / f"{self.env}_per_seed.csv"
         per_seed_csv.write_bytes(tidy_csv_bytes(self.per_seed))
-        return [*save_figure(self.curves, directory / f"{self.env}_curves"),
-                *save_table(self.table, directory / f"{self.env}_table", self.caption), per_seed_csv]
+        return [
+            *save_figure(self.curves, directory / f"{self.env}_curves"),
+            *save_table(self.table, directory / f"{self.env}_table", self.caption),
+            per_seed_csv,
+        ]
 
 
 def compare_env(experiment: str, env: str, rows: pd.DataFrame) -> EnvComparison:
     arms = sorted(rows["arm"].unique())
     curves = curves_figure(rows, (env,), arms, f"{experiment}/{env}: every arm. {CURVES_NOTE}")
     seeds = per_seed(rows)
-    return EnvComparison(env, curves, comparison_table(seeds), seeds,
-                         f"{experiment}/{env}. {_TABLE_NOTE}{SE_NOTE} {RT_NOTE}")
+    return EnvComparison(
+        env, curves, comparison_table(seeds), seeds, f"{experiment}/{env}. {_TABLE_NOTE}{SE_NOTE} {RT_NOTE}"
+    )
 
 
 def experiment_figures(figures: DictConfig) -> list[EnvComparison]:

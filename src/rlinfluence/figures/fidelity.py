@@ -55,9 +55,11 @@ class AuthorsRuns(ArmRuns, RestrictableByEnvs):
     def command_for(self, env: str) -> str:
         # As many test episodes as our committed runs of the env evaluate, so both sources' curves compare.
         episodes = CPU_EVALUATION[env].removeprefix("eval.episodes=")
-        return (f"python benchmarks/authors_pipeline/driver.py run --venv <venv> --work <work> --env {env} "
-                f"--seed <k> --test-episodes {episodes} && "
-                f"python benchmarks/authors_pipeline/convert.py --work <work> --venv <venv>")
+        return (
+            f"python benchmarks/authors_pipeline/driver.py run --venv <venv> --work <work> --env {env} "
+            f"--seed <k> --test-episodes {episodes} && "
+            f"python benchmarks/authors_pipeline/convert.py --work <work> --venv <venv>"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,12 +100,14 @@ class Sources:
 
 AUTHORS_SOURCE, OURS_SOURCE = "authors' code", "ours"
 AUTHORS_RUNS = AuthorsRuns(AUTHORS, FIDELITY_ENVS, (STANDARD, IIF), seeds=5, protocols=(AUTHORS,))
-THREE_WAY_RUNS = Sources((
-    (AUTHORS_SOURCE, AUTHORS_RUNS),
-    (OURS_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=FIDELITY_ENVS)),
-    # The paper-protocol runs of the same envs (+experiment=protocol makes MiniGrid's too).
-    (OURS_SOURCE, Runs("protocol_lunarlander", (STANDARD, IIF), envs_needed=FIDELITY_ENVS)),
-))
+THREE_WAY_RUNS = Sources(
+    (
+        (AUTHORS_SOURCE, AUTHORS_RUNS),
+        (OURS_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=FIDELITY_ENVS)),
+        # The paper-protocol runs of the same envs (+experiment=protocol makes MiniGrid's too).
+        (OURS_SOURCE, Runs("protocol_lunarlander", (STANDARD, IIF), envs_needed=FIDELITY_ENVS)),
+    )
+)
 
 
 def _horizon(rows: pd.DataFrame, env: str) -> int:
@@ -116,8 +120,9 @@ def _shifted(curve: np.ndarray) -> np.ndarray:
     return np.concatenate([curve[:1], curve[2:], [np.nan]])
 
 
-def _per_seed(rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int | None,
-              shift: bool = False) -> pd.DataFrame:
+def _per_seed(
+    rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int | None, shift: bool = False
+) -> pd.DataFrame:
     """SE_ave, SE_peak and final returns of `arm_label` against standard PPO of the same seed and protocol."""
     rows = rows[rows["protocol"] == protocol]
     if last_round is not None:
@@ -129,17 +134,26 @@ def _per_seed(rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int
         std_curve, run_curve = curve(std), curve(run)
         if shift:
             run_curve = _shifted(run_curve)
-        records.append({"seed": seed, "SE_ave": metrics.se_ave(std_curve, run_curve),
-                        "SE_peak": metrics.se_peak(std_curve, run_curve),
-                        "final_method": final_return(run), "final_std": final_return(std)})
+        records.append(
+            {
+                "seed": seed,
+                "SE_ave": metrics.se_ave(std_curve, run_curve),
+                "SE_peak": metrics.se_peak(std_curve, run_curve),
+                "final_method": final_return(run),
+                "final_std": final_return(std),
+            }
+        )
     return pd.DataFrame(records)
 
 
 def _robust_cells(values: pd.Series, name: str) -> dict[str, str]:
     ci = metrics.bootstrap_ci(values)
-    return {f"{name} mean ± std": pm_over_seeds(values, 1), f"{name} median": f"{values.median():.1f}",
-            f"{name} IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
-            f"{name} per seed": ", ".join(f"{v:.1f}" for v in values)}
+    return {
+        f"{name} mean ± std": pm_over_seeds(values, 1),
+        f"{name} median": f"{values.median():.1f}",
+        f"{name} IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
+        f"{name} per seed": ", ".join(f"{v:.1f}" for v in values),
+    }
 
 
 def _comparisons(rows: pd.DataFrame, env: str) -> list[tuple[str, str, pd.DataFrame, str, int | None]]:
@@ -148,29 +162,46 @@ def _comparisons(rows: pd.DataFrame, env: str) -> list[tuple[str, str, pd.DataFr
     authors = rows[(rows["env"] == env) & (rows["source"] == AUTHORS_SOURCE)]
     ours = rows[(rows["env"] == env) & (rows["source"] == OURS_SOURCE)]
     full = int(ours["round"].max())
-    return [(AUTHORS_SOURCE, f"0–{horizon}", authors, AUTHORS, None),
-            ("ours, clean protocol", f"0–{horizon}", ours, CLEAN, horizon),
-            ("ours, paper protocol", f"0–{horizon}", ours, PAPER, horizon),
-            ("ours, clean protocol (Fig. 6b)", f"0–{full}", ours, CLEAN, None)]
+    return [
+        (AUTHORS_SOURCE, f"0–{horizon}", authors, AUTHORS, None),
+        ("ours, clean protocol", f"0–{horizon}", ours, CLEAN, horizon),
+        ("ours, paper protocol", f"0–{horizon}", ours, PAPER, horizon),
+        ("ours, clean protocol (Fig. 6b)", f"0–{full}", ours, CLEAN, None),
+    ]
 
 
 def three_way_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
         reported = paper.FIG6B[env]
-        table.append({"Env": paper.ENV_TITLES[env], "Source": "paper", "Rounds": MISSING_CELL, "Seeds": "5",
-                      "SE_ave mean ± std": f"{reported['SE_ave'][0]:.1f} ± {reported['SE_ave'][1]:.1f}",
-                      "SE_peak mean ± std": f"{reported['SE_peak'][0]:.1f} ± {reported['SE_peak'][1]:.1f}"})
+        table.append(
+            {
+                "Env": paper.ENV_TITLES[env],
+                "Source": "paper",
+                "Rounds": MISSING_CELL,
+                "Seeds": "5",
+                "SE_ave mean ± std": f"{reported['SE_ave'][0]:.1f} ± {reported['SE_ave'][1]:.1f}",
+                "SE_peak mean ± std": f"{reported['SE_peak'][0]:.1f} ± {reported['SE_peak'][1]:.1f}",
+            }
+        )
         for source, rounds, source_rows, protocol, last_round in _comparisons(rows, env):
             per_seed = _per_seed(source_rows, IIF.label, protocol, last_round)
-            table.append({"Env": paper.ENV_TITLES[env], "Source": source, "Rounds": rounds,
-                          "Seeds": str(len(per_seed)), **_robust_cells(per_seed["SE_ave"], "SE_ave"),
-                          **_robust_cells(per_seed["SE_peak"], "SE_peak"),
-                          # Two digits: MiniGrid's returns lie in [0, 1].
-                          "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
-                          "Final return std": pm_over_seeds(per_seed["final_std"], 2),
-                          "Final IIF − std per seed": ", ".join(
-                              f"{v:.2f}" for v in per_seed["final_method"] - per_seed["final_std"])})
+            table.append(
+                {
+                    "Env": paper.ENV_TITLES[env],
+                    "Source": source,
+                    "Rounds": rounds,
+                    "Seeds": str(len(per_seed)),
+                    **_robust_cells(per_seed["SE_ave"], "SE_ave"),
+                    **_robust_cells(per_seed["SE_peak"], "SE_peak"),
+                    # Two digits: MiniGrid's returns lie in [0, 1].
+                    "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
+                    "Final return std": pm_over_seeds(per_seed["final_std"], 2),
+                    "Final IIF − std per seed": ", ".join(
+                        f"{v:.2f}" for v in per_seed["final_method"] - per_seed["final_std"]
+                    ),
+                }
+            )
     return pd.DataFrame(table).fillna(MISSING_CELL)
 
 
@@ -184,11 +215,23 @@ def three_way_curves(output: Output, rows: pd.DataFrame) -> Figure:
         fig = Figure(figsize=(5.0 * len(envs), 3.4), layout="constrained")
         for ax, env in zip(fig.subplots(1, len(envs), squeeze=False).ravel(), envs):
             horizon = _horizon(rows, env)
-            shown = rows[(rows["env"] == env) & (rows["round"] <= horizon)
-                         & rows["protocol"].isin([AUTHORS, CLEAN])].dropna(subset=["test_return"])
-            sns.lineplot(data=shown, x="round", y="test_return", hue="arm", hue_order=list(arms), palette=arms,
-                         style="source", style_order=list(sources), dashes=sources,
-                         errorbar=lambda v: metrics.t_interval(v)[1:3], legend=False, ax=ax)
+            shown = rows[
+                (rows["env"] == env) & (rows["round"] <= horizon) & rows["protocol"].isin([AUTHORS, CLEAN])
+            ].dropna(subset=["test_return"])
+            sns.lineplot(
+                data=shown,
+                x="round",
+                y="test_return",
+                hue="arm",
+                hue_order=list(arms),
+                palette=arms,
+                style="source",
+                style_order=list(sources),
+                dashes=sources,
+                errorbar=lambda v: metrics.t_interval(v)[1:3],
+                legend=False,
+                ax=ax,
+            )
             ax.set(title=paper.ENV_TITLES[env], xlabel="round (θ^k: k completed updates)", ylabel="test return")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles = [Line2D([], [], color=color) for color in arms.values()]
@@ -206,8 +249,11 @@ def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
         env_rows = rows[rows["env"] == env]
-        blocks = ([(AUTHORS_SOURCE, env_rows[env_rows["source"] == AUTHORS_SOURCE], AUTHORS, (IIF,))]
-                  if AUTHORS_SOURCE in set(env_rows["source"]) else [])
+        blocks = (
+            [(AUTHORS_SOURCE, env_rows[env_rows["source"] == AUTHORS_SOURCE], AUTHORS, (IIF,))]
+            if AUTHORS_SOURCE in set(env_rows["source"])
+            else []
+        )
         ours = env_rows[env_rows["source"] == OURS_SOURCE]
         blocks += [("ours, clean protocol", ours, CLEAN, ALIGNMENT_ARMS)]
         for source, source_rows, protocol, arms in blocks:
@@ -219,22 +265,39 @@ def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                 for alignment, shift in (("θ^k at round k", False), ("one round early", True)):
                     se_ave = _per_seed(source_rows, arm.label, protocol, None, shift)["SE_ave"]
                     ci = metrics.bootstrap_ci(se_ave)
-                    cells[f"SE_ave, {alignment}"] = (f"{pm_over_seeds(se_ave, 1)}; median {se_ave.median():.1f}; "
-                                                     f"IQM {ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]")
-                table.append({"Env": paper.ENV_TITLES[env], "Source": source, "Arm": arm.label,
-                              "Rounds": f"0–{int(source_rows['round'].max())}",
-                              "Seeds": str(source_rows["seed"].nunique()), **cells,
-                              "Paper SE_ave": f"{reported[0]:.1f} ± {reported[1]:.1f}" if reported else MISSING_CELL})
+                    cells[f"SE_ave, {alignment}"] = (
+                        f"{pm_over_seeds(se_ave, 1)}; median {se_ave.median():.1f}; "
+                        f"IQM {ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]"
+                    )
+                table.append(
+                    {
+                        "Env": paper.ENV_TITLES[env],
+                        "Source": source,
+                        "Arm": arm.label,
+                        "Rounds": f"0–{int(source_rows['round'].max())}",
+                        "Seeds": str(source_rows["seed"].nunique()),
+                        **cells,
+                        "Paper SE_ave": f"{reported[0]:.1f} ± {reported[1]:.1f}" if reported else MISSING_CELL,
+                    }
+                )
     return pd.DataFrame(table)
 
 
-ALIGNMENT_RUNS = Sources((
-    (AUTHORS_SOURCE, AUTHORS_RUNS),
-    (OURS_SOURCE, Runs("main", (STANDARD, IIF, RANDOM), envs_needed=FIDELITY_ENVS)),
-))
+ALIGNMENT_RUNS = Sources(
+    (
+        (AUTHORS_SOURCE, AUTHORS_RUNS),
+        (OURS_SOURCE, Runs("main", (STANDARD, IIF, RANDOM), envs_needed=FIDELITY_ENVS)),
+    )
+)
 # The main comparison's envs the authors' release does not cover.
-OUR_ALIGNMENT_RUNS = Sources(((OURS_SOURCE, Runs("main", (STANDARD, IIF, RANDOM),
-                                                 envs_needed=("frozenlake", "acrobot", "highway", "bipedalwalker"))),))
+OUR_ALIGNMENT_RUNS = Sources(
+    (
+        (
+            OURS_SOURCE,
+            Runs("main", (STANDARD, IIF, RANDOM), envs_needed=("frozenlake", "acrobot", "highway", "bipedalwalker")),
+        ),
+    )
+)
 
 _THREE_WAY_NOTE = (
     "Per env: the paper's Fig. 6b; the authors' released pipeline run unmodified (benchmarks/authors_pipeline/, "
@@ -242,20 +305,36 @@ _THREE_WAY_NOTE = (
     "clean and the paper protocol over the authors' rounds, and over our whole run. IIF against standard PPO of "
     "the same seed and source; mean ± std over seeds (the paper's statistic), median, IQM with a 95 % "
     "percentile-bootstrap CI (scipy, 10,000 resamples), per-seed values in seed order. Final return: the last "
-    "round's test return. Round k is θ^k for every arm.")
+    "round's test return. Round k is θ^k for every arm."
+)
 
 OUTPUTS: tuple[Output, ...] = (
-    Output("fidelity_three_way", "Fidelity: paper | authors' code | ours", _THREE_WAY_NOTE, THREE_WAY_RUNS,
-           three_way_table),
-    Output("fidelity_three_way_curves", "Fidelity curves",
-           "Test return against round (θ^k), mean over seeds ± 95 % t-interval: the authors' released pipeline "
-           "(solid) and ours, clean protocol (dashed), over the authors' rounds.", THREE_WAY_RUNS, three_way_curves),
-    Output("fidelity_alignment", "Fidelity: IIF read one round early",
-           "SE_ave of each filtering arm against standard PPO of the same seed, with round k = θ^k (correct) and "
-           "with the filtering arm's curve read one round early (θ^(k+1) at round k, as a plot that puts the "
-           "authors' IIF round-i file beside their standard test i would). Mean ± std; median; IQM [95 % CI].",
-           ALIGNMENT_RUNS, alignment_table),
-    Output("fidelity_alignment_ours", "Fidelity: IIF read one round early (our other envs)",
-           "As the alignment table, for the main comparison's other envs (ours only: the authors' release covers "
-           "MiniGrid and LunarLander).", OUR_ALIGNMENT_RUNS, alignment_table),
+    Output(
+        "fidelity_three_way", "Fidelity: paper | authors' code | ours", _THREE_WAY_NOTE, THREE_WAY_RUNS, three_way_table
+    ),
+    Output(
+        "fidelity_three_way_curves",
+        "Fidelity curves",
+        "Test return against round (θ^k), mean over seeds ± 95 % t-interval: the authors' released pipeline "
+        "(solid) and ours, clean protocol (dashed), over the authors' rounds.",
+        THREE_WAY_RUNS,
+        three_way_curves,
+    ),
+    Output(
+        "fidelity_alignment",
+        "Fidelity: IIF read one round early",
+        "SE_ave of each filtering arm against standard PPO of the same seed, with round k = θ^k (correct) and "
+        "with the filtering arm's curve read one round early (θ^(k+1) at round k, as a plot that puts the "
+        "authors' IIF round-i file beside their standard test i would). Mean ± std; median; IQM [95 % CI].",
+        ALIGNMENT_RUNS,
+        alignment_table,
+    ),
+    Output(
+        "fidelity_alignment_ours",
+        "Fidelity: IIF read one round early (our other envs)",
+        "As the alignment table, for the main comparison's other envs (ours only: the authors' release covers "
+        "MiniGrid and LunarLander).",
+        OUR_ALIGNMENT_RUNS,
+        alignment_table,
+    ),
 )

@@ -15,13 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from rlinfluence.analyses.standard_run import ANALYSES
-from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh, env_defaults, first_difference
+from rlinfluence.run.checkpoint import RunDirError
 
 
 def committed_path(data_dir: Path, identity: dict[str, Any], suffix: str = ".csv") -> Path:
-    return (data_dir / ANALYSES / identity["analysis"]
-            / f"{identity['env']}-seed{identity['seed']}{identity['variant']}{suffix}")
+    return (
+        data_dir
+        / ANALYSES
+        / identity["analysis"]
+        / f"{identity['env']}-seed{identity['seed']}{identity['variant']}{suffix}"
+    )
 
 
 def identity_path(path: Path) -> Path:
@@ -41,15 +45,20 @@ def group(identity: dict[str, Any]) -> str:
 
 def fresh_analyses(runs_root: str | Path) -> dict[Path, dict[str, Any]]:
     """Every finished analysis output under `runs_root` (a CSV or NPZ with its identity), by its path."""
-    return {data_path: json.loads(json_path.read_text())
-            for json_path in sorted(Path(runs_root).rglob(f"{ANALYSES}/*.json"))
-            for data_path in json_path.parent.glob(f"{json_path.stem}.*") if data_path.suffix != ".json"}
+    return {
+        data_path: json.loads(json_path.read_text())
+        for json_path in sorted(Path(runs_root).rglob(f"{ANALYSES}/*.json"))
+        for data_path in json_path.parent.glob(f"{json_path.stem}.*")
+        if data_path.suffix != ".json"
+    }
 
 
 def difference(committed: dict[str, Any] | None, fresh: dict[str, Any]) -> str:
     if committed is None:
         return "settings that were not recorded"
-    return first_difference(committed["non_default"], fresh["non_default"], env_defaults(fresh["env"], fresh["optimizer"]))
+    return first_difference(
+        committed["non_default"], fresh["non_default"], env_defaults(fresh["env"], fresh["optimizer"])
+    )
 
 
 def analysis_writes(fresh: dict[Path, dict[str, Any]], data_dir: Path, replace: set[str]) -> Refresh:
@@ -62,17 +71,22 @@ def analysis_writes(fresh: dict[Path, dict[str, Any]], data_dir: Path, replace: 
         target = committed_path(data_dir, identity, csv_path.suffix)
         first = claimed.setdefault(target, (csv_path, identity))
         if first[1]["config_hash"] != identity["config_hash"]:
-            raise RunDirError(f"{csv_path} and {first[0]} would both be {target}, made with other settings; "
-                              f"move the one the figure does not document out of the runs_root")
+            raise RunDirError(
+                f"{csv_path} and {first[0]} would both be {target}, made with other settings; "
+                f"move the one the figure does not document out of the runs_root"
+            )
         committed = read_identity(target) if target.exists() else identity
         if committed is None or committed["config_hash"] != identity["config_hash"]:
             if group(identity) not in replace:
                 raise RunDirError(
                     f"{csv_path} would replace {target}, made with {difference(committed, identity)}; rerun it "
                     f"with the command its figure documents (paper_figures/MISSING.md), or replace it with "
-                    f"{REPLACE_KEY}=[{group(identity)}]")
-            refresh.replaced.append(f"{target} (config_hash {committed and committed['config_hash']}) replaced by "
-                                    f"{csv_path} (config_hash {identity['config_hash']})")
+                    f"{REPLACE_KEY}=[{group(identity)}]"
+                )
+            refresh.replaced.append(
+                f"{target} (config_hash {committed and committed['config_hash']}) replaced by "
+                f"{csv_path} (config_hash {identity['config_hash']})"
+            )
         refresh.files[target] = csv_path.read_bytes()
         refresh.files[identity_path(target)] = (json.dumps(identity, indent=2, sort_keys=True)).encode()
     return refresh

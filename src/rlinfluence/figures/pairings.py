@@ -44,9 +44,16 @@ def pick(runs: pd.DataFrame, arm: Arm, protocol: str) -> pd.DataFrame:
 def paired_efficiency(rows: pd.DataFrame, arm: Arm, pairing: Pairing) -> pd.DataFrame:
     """Per (env, seed): SE_ave, SE_peak, RT_peak of `arm` under pairing.protocol against standard PPO
     of the same seed under pairing.std_protocol."""
-    return pd.DataFrame([{"env": env, "seed": seed,
-                          **efficiency(pick(runs, STANDARD, pairing.std_protocol), pick(runs, arm, pairing.protocol))}
-                         for (env, seed), runs in rows.groupby(["env", "seed"], sort=True)])
+    return pd.DataFrame(
+        [
+            {
+                "env": env,
+                "seed": seed,
+                **efficiency(pick(runs, STANDARD, pairing.std_protocol), pick(runs, arm, pairing.protocol)),
+            }
+            for (env, seed), runs in rows.groupby(["env", "seed"], sort=True)
+        ]
+    )
 
 
 def seed_mean_curve(runs: pd.DataFrame) -> np.ndarray:
@@ -67,22 +74,28 @@ def protocol_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
                 per_seed = paired_efficiency(env_rows, arm, pairing)
                 se_ave = per_seed["SE_ave"]
                 ci = metrics.bootstrap_ci(se_ave)
-                pooled = metrics.se_ave(seed_mean_curve(pick(env_rows, STANDARD, pairing.std_protocol)),
-                                        seed_mean_curve(pick(env_rows, arm, pairing.protocol)))
+                pooled = metrics.se_ave(
+                    seed_mean_curve(pick(env_rows, STANDARD, pairing.std_protocol)),
+                    seed_mean_curve(pick(env_rows, arm, pairing.protocol)),
+                )
                 reported = paper.FIG6B.get(env, {}).get("SE_ave") if arm == IIF else None
-                table.append({
-                    "Env": paper.ENV_TITLES[env], "Protocol": pairing.label, "Arm": arm.label,
-                    "Seeds": str(len(per_seed)),
-                    "SE_ave mean ± std": pm_over_seeds(se_ave, 1),
-                    "SE_ave median": f"{se_ave.median():.1f}",
-                    "SE_ave IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
-                    "SE_ave without worst seed": f"{metrics.mean_without_worst(se_ave):.1f}",
-                    "SE_ave of seed-mean curves": f"{pooled:.1f}",
-                    "SE_peak mean ± std": pm_over_seeds(per_seed["SE_peak"], 1),
-                    "SE_peak median": f"{per_seed['SE_peak'].median():.1f}",
-                    "SE_ave even levels mean ± std (median)": (
-                        f"{pm_over_seeds(per_seed['SE_ave_even'], 1)} "
-                        f"({per_seed['SE_ave_even'].median():.1f})"),
-                    "Paper SE_ave": pm(*reported, 1) if reported else MISSING_CELL,
-                })
+                table.append(
+                    {
+                        "Env": paper.ENV_TITLES[env],
+                        "Protocol": pairing.label,
+                        "Arm": arm.label,
+                        "Seeds": str(len(per_seed)),
+                        "SE_ave mean ± std": pm_over_seeds(se_ave, 1),
+                        "SE_ave median": f"{se_ave.median():.1f}",
+                        "SE_ave IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
+                        "SE_ave without worst seed": f"{metrics.mean_without_worst(se_ave):.1f}",
+                        "SE_ave of seed-mean curves": f"{pooled:.1f}",
+                        "SE_peak mean ± std": pm_over_seeds(per_seed["SE_peak"], 1),
+                        "SE_peak median": f"{per_seed['SE_peak'].median():.1f}",
+                        "SE_ave even levels mean ± std (median)": (
+                            f"{pm_over_seeds(per_seed['SE_ave_even'], 1)} ({per_seed['SE_ave_even'].median():.1f})"
+                        ),
+                        "Paper SE_ave": pm(*reported, 1) if reported else MISSING_CELL,
+                    }
+                )
     return pd.DataFrame(table)

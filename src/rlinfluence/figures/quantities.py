@@ -45,7 +45,8 @@ def efficiency(std_run: pd.DataFrame, run: pd.DataFrame) -> dict[str, float]:
         "SE_ave_even": metrics.se_ave(std_curve, run_curve, metrics.even_levels),
         "SE_peak": metrics.se_peak(std_curve, run_curve),
         "RT_peak": metrics.rt_peak(std_curve, std_times, run_curve, times),
-        "levels": levels.levels.size, "unreached": levels.n_unreached,
+        "levels": levels.levels.size,
+        "unreached": levels.n_unreached,
     }
 
 
@@ -55,8 +56,15 @@ def efficiency_per_seed(rows: pd.DataFrame, arms: tuple[Arm, ...]) -> pd.DataFra
     for (env, seed), runs in rows.groupby(["env", "seed"], sort=True):
         of_arm = by_arm(runs)
         for arm in arms:
-            records.append({"env": env, "arm": arm.label, "p": of_arm[arm.label]["p"].iloc[0], "seed": seed,
-                            **efficiency(of_arm[STANDARD.label], of_arm[arm.label])})
+            records.append(
+                {
+                    "env": env,
+                    "arm": arm.label,
+                    "p": of_arm[arm.label]["p"].iloc[0],
+                    "seed": seed,
+                    **efficiency(of_arm[STANDARD.label], of_arm[arm.label]),
+                }
+            )
     return pd.DataFrame(records)
 
 
@@ -68,15 +76,18 @@ def runtime_per_seed(rows: pd.DataFrame) -> pd.DataFrame:
         of_arm = by_arm(runs)
         iif, std = of_arm[IIF.label], of_arm[STANDARD.label]
         (iif_curve, iif_times), (std_curve, std_times) = curve_and_times(iif), curve_and_times(std)
-        records.append({
-            "env": env, "seed": seed,
-            # Round 0 only evaluates, so per-round means are over the training rounds.
-            "influence_iif": iif.loc[iif["round"] >= 1, "time_influence"].mean(),
-            "update_iif": iif.loc[iif["round"] >= 1, "time_update"].mean(),
-            "update_std": std.loc[std["round"] >= 1, "time_update"].mean(),
-            "total_iif": iif_times.sum(),
-            "total_std": std_times.sum(),
-            "to_peak_iif": metrics.time_to_reach(iif_curve, iif_times, metrics.standard_peak(std_curve)),
-            "RT_peak": metrics.rt_peak(std_curve, std_times, iif_curve, iif_times),
-        })
+        records.append(
+            {
+                "env": env,
+                "seed": seed,
+                # Round 0 only evaluates, so per-round means are over the training rounds.
+                "influence_iif": iif.loc[iif["round"] >= 1, "time_influence"].mean(),
+                "update_iif": iif.loc[iif["round"] >= 1, "time_update"].mean(),
+                "update_std": std.loc[std["round"] >= 1, "time_update"].mean(),
+                "total_iif": iif_times.sum(),
+                "total_std": std_times.sum(),
+                "to_peak_iif": metrics.time_to_reach(iif_curve, iif_times, metrics.standard_peak(std_curve)),
+                "RT_peak": metrics.rt_peak(std_curve, std_times, iif_curve, iif_times),
+            }
+        )
     return pd.DataFrame(records)

@@ -47,8 +47,19 @@ def markdown_table(table: pd.DataFrame, caption: str) -> str:
     return "\n".join([caption, "", header, rule, *rows]) + "\n"
 
 
-_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#",
-                  "$": r"\$", "{": r"\{", "}": r"\}", "±": r"$\pm$", "—": "---", "−": "$-$"}
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "±": r"$\pm$",
+    "—": "---",
+    "−": "$-$",
+}
 
 
 def latex_escape(text: str) -> str:

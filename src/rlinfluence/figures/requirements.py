@@ -9,9 +9,10 @@ sources together (fidelity.Sources) are the requirements there are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, ClassVar, Protocol, Self
+from typing import ClassVar, Protocol, Self
 
 import pandas as pd
 from matplotlib.figure import Figure

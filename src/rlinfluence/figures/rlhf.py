@@ -25,20 +25,43 @@ from rlinfluence.figures.committed import Refresh
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import FigureData, Output, RestrictableByEnvs
-from rlinfluence.figures.runs import (RUN_DIR, check_one_setting, merge_fresh_runs, read_tidy_csv,
-                                      run_agent, scan_runs, settings_hash, tidy_csv_bytes)
+from rlinfluence.figures.runs import (
+    RUN_DIR,
+    check_one_setting,
+    merge_fresh_runs,
+    read_tidy_csv,
+    run_agent,
+    scan_runs,
+    settings_hash,
+    tidy_csv_bytes,
+)
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.run.rundir import IDENTITY
 
 LM_CSV = Path("lm") / "runs.csv"
 RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "config_hash", "seed"]  # as runs.py
-ROUND_COLUMNS = ["round", "train_return", "test_return", "test_toxicity", "n_records", "n_kept", "time_collect",
-                 "time_forward", "time_influence", "time_update", "time_eval"]
+ROUND_COLUMNS = [
+    "round",
+    "train_return",
+    "test_return",
+    "test_toxicity",
+    "n_records",
+    "n_kept",
+    "time_collect",
+    "time_forward",
+    "time_influence",
+    "time_update",
+    "time_eval",
+]
 LM_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
 RUN_KEY = ["experiment", "env", "model", "method_tag", "target", "seed"]
 COMPARED = ["experiment", "env", "model"]  # the runs one figure compares with each other
-STAGES = {"time_collect": "generation & scoring", "time_forward": "forward", "time_influence": "influence",
-          "time_update": "optimisation"}
+STAGES = {
+    "time_collect": "generation & scoring",
+    "time_forward": "forward",
+    "time_influence": "influence",
+    "time_update": "optimisation",
+}
 
 
 @dataclass(frozen=True)
@@ -75,7 +98,8 @@ class LMRuns(RestrictableByEnvs):
         return " && ".join(
             f"rlinfluence -m env={self.envs[0]} model={self.model} method={','.join(methods)} target={target} "
             f"seed={seeds} experiment_name={self.experiment} device={self.device}"
-            for target, methods in by_target.items())
+            for target, methods in by_target.items()
+        )
 
     def table(self, data_dir: Path) -> pd.DataFrame:
         path = data_dir / LM_CSV
@@ -86,8 +110,13 @@ class LMRuns(RestrictableByEnvs):
         return rows
 
     def _arm_rows(self, rows: pd.DataFrame, arm: LMArm) -> pd.DataFrame:
-        return rows[(rows["experiment"] == self.experiment) & (rows["env"] == self.envs[0])
-                    & (rows["model"] == self.model) & (rows["method_tag"] == arm.tag) & (rows["target"] == arm.target)]
+        return rows[
+            (rows["experiment"] == self.experiment)
+            & (rows["env"] == self.envs[0])
+            & (rows["model"] == self.model)
+            & (rows["method_tag"] == arm.tag)
+            & (rows["target"] == arm.target)
+        ]
 
     def _common_seeds(self, rows: pd.DataFrame) -> list[int]:
         return sorted(set.intersection(*(set(self._arm_rows(rows, arm)["seed"]) for arm in self.arms)))
@@ -98,8 +127,10 @@ class LMRuns(RestrictableByEnvs):
         if len(common) >= self.seeds:
             return {}
         have = ", ".join(f"{arm.label} {self._arm_rows(rows, arm)['seed'].nunique()}" for arm in self.arms)
-        return {self.envs[0]: f"{self.experiment}/{self.envs[0]} (model={self.model}): needs {self.seeds} seeds run "
-                              f"by every arm, has {len(common)} in common (seeds per arm: {have})"}
+        return {
+            self.envs[0]: f"{self.experiment}/{self.envs[0]} (model={self.model}): needs {self.seeds} seeds run "
+            f"by every arm, has {len(common)} in common (seeds per arm: {have})"
+        }
 
     def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
         """(finished runs among the seeds needed, runs needed) for the one env."""
@@ -120,12 +151,20 @@ class LMRuns(RestrictableByEnvs):
 def _read_lm_run(run_dir: Path) -> pd.DataFrame:
     settings = json.loads((run_dir / IDENTITY).read_text())["settings"]
     summary = json.loads((run_dir / "summary.json").read_text())
-    run = {"experiment": summary["experiment"], "env": summary["env"], "model": settings["model.name"],
-           "method": summary["method"], "method_tag": summary["method_tag"], "target": settings["target.name"],
-           "config_hash": settings_hash(summary), "seed": summary["seed"]}
+    run = {
+        "experiment": summary["experiment"],
+        "env": summary["env"],
+        "model": settings["model.name"],
+        "method": summary["method"],
+        "method_tag": summary["method_tag"],
+        "target": settings["target.name"],
+        "config_hash": settings_hash(summary),
+        "seed": summary["seed"],
+    }
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
     return rounds.assign(**run, run_dir=str(run_dir), **tidy_provenance(summary.get("provenance", [])))[
-        LM_COLUMNS + [RUN_DIR]]
+        LM_COLUMNS + [RUN_DIR]
+    ]
 
 
 def fresh_lm_runs(runs_root: str | Path) -> pd.DataFrame:
@@ -155,8 +194,16 @@ def _curves(rows: pd.DataFrame, panels: dict[str, str], output: Output) -> Figur
     with figure_style():
         fig = Figure(figsize=(4.2 * len(panels), 3.2), layout="constrained")
         for ax, (column, label) in zip(fig.subplots(1, len(panels), squeeze=False).ravel(), panels.items()):
-            sns.lineplot(data=rows.dropna(subset=[column]), x="round", y=column, hue="arm", hue_order=arms,
-                         palette=palette, errorbar=lambda v: metrics.t_interval(v)[1:3], ax=ax)
+            sns.lineplot(
+                data=rows.dropna(subset=[column]),
+                x="round",
+                y=column,
+                hue="arm",
+                hue_order=arms,
+                palette=palette,
+                errorbar=lambda v: metrics.t_interval(v)[1:3],
+                ax=ax,
+            )
             ax.set(xlabel="round", ylabel=label)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
@@ -186,15 +233,23 @@ def runtime_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
             cells[f"{arm.label}, paper (s)"] = pm(*reported, 2) if reported else MISSING_CELL
         table.append(cells)
     share = per_seed.loc[IIF.label, "total"].mean() / per_seed.loc[STANDARD.label, "total"].mean()
-    table.append({"Stage": "IIF total / std total", f"{IIF.label} (s)": f"{100 * share:.1f} %",
-                  f"{IIF.label}, paper (s)": f"{paper.TABLE6_TOTAL_SHARE:.2f} %", f"{STANDARD.label} (s)": MISSING_CELL,
-                  f"{STANDARD.label}, paper (s)": MISSING_CELL})
+    table.append(
+        {
+            "Stage": "IIF total / std total",
+            f"{IIF.label} (s)": f"{100 * share:.1f} %",
+            f"{IIF.label}, paper (s)": f"{paper.TABLE6_TOTAL_SHARE:.2f} %",
+            f"{STANDARD.label} (s)": MISSING_CELL,
+            f"{STANDARD.label}, paper (s)": MISSING_CELL,
+        }
+    )
     return pd.DataFrame(table)
 
 
 # ---------------------------------------------------------------- the catalogue
 
-_CURVE_NOTE = "Mean over seeds ± 95 % t-interval; training reward = the reward model's mean score of the round's rollouts."
+_CURVE_NOTE = (
+    "Mean over seeds ± 95 % t-interval; training reward = the reward model's mean score of the round's rollouts."
+)
 _PAPER = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
 # The same outputs from the offline tiny world (env=toxicity_tiny), which a CPU makes in minutes.
 _TINY = dict(experiment="rlhf_tiny", envs=("toxicity_tiny",), model="tiny", seeds=3, device="cpu")
@@ -203,16 +258,29 @@ OUTPUTS: tuple[Output, ...] = tuple(
     output
     for suffix, runs in (("", _PAPER), ("_tiny", _TINY))
     for output in (
-        Output(f"fig7_rlhf{suffix}", f"Fig. 7{' (tiny world)' if suffix else ''}",
-               "RLHF detoxification: training reward and test toxicity against round, IIF (keeping the records of "
-               "positive f_seq influence), standard PPO and random filtering (dropping as many). " + _CURVE_NOTE,
-               LMRuns(arms=(STANDARD, IIF, RANDOM), **runs), reward_and_toxicity),
-        Output(f"fig16_rlhf_targets{suffix}", f"Fig. 16{' (tiny world)' if suffix else ''}",
-               "IIF with the sequence target f_seq against the token-level f_return, and standard PPO. " + _CURVE_NOTE,
-               LMRuns(arms=(STANDARD, IIF, IIF_RETURN), **runs), reward_only),
-        Output(f"table6_rlhf_runtime{suffix}", f"Table 6{' (tiny world)' if suffix else ''}",
-               "Per-round seconds of each stage of an RLHF round (mean ± std over seeds of the per-round means): "
-               "generation & scoring of the train responses, the forward passes (policy, reference, value), "
-               "influence (val responses, target gradient, per-sequence scores) and optimisation.",
-               LMRuns(arms=(STANDARD, IIF), **runs), runtime_table),
-    ))
+        Output(
+            f"fig7_rlhf{suffix}",
+            f"Fig. 7{' (tiny world)' if suffix else ''}",
+            "RLHF detoxification: training reward and test toxicity against round, IIF (keeping the records of "
+            "positive f_seq influence), standard PPO and random filtering (dropping as many). " + _CURVE_NOTE,
+            LMRuns(arms=(STANDARD, IIF, RANDOM), **runs),
+            reward_and_toxicity,
+        ),
+        Output(
+            f"fig16_rlhf_targets{suffix}",
+            f"Fig. 16{' (tiny world)' if suffix else ''}",
+            "IIF with the sequence target f_seq against the token-level f_return, and standard PPO. " + _CURVE_NOTE,
+            LMRuns(arms=(STANDARD, IIF, IIF_RETURN), **runs),
+            reward_only,
+        ),
+        Output(
+            f"table6_rlhf_runtime{suffix}",
+            f"Table 6{' (tiny world)' if suffix else ''}",
+            "Per-round seconds of each stage of an RLHF round (mean ± std over seeds of the per-round means): "
+            "generation & scoring of the train responses, the forward passes (policy, reference, value), "
+            "influence (val responses, target gradient, per-sequence scores) and optimisation.",
+            LMRuns(arms=(STANDARD, IIF), **runs),
+            runtime_table,
+        ),
+    )
+)

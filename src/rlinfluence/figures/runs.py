@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh, describe_difference, run_settings
+from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.run.rundir import DONE, IDENTITY
 
@@ -26,8 +26,17 @@ log = logging.getLogger(__name__)
 # are none; empty for rows committed before the tidy CSVs carried it (their run dirs are gone).
 RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "protocol", "config_hash", "seed"]
 DEFAULT_SETTINGS = "default"
-ROUND_COLUMNS = ["round", "env_steps", "test_return", "n_records", "n_kept",
-                 "time_collect", "time_influence", "time_update", "time_eval"]
+ROUND_COLUMNS = [
+    "round",
+    "env_steps",
+    "test_return",
+    "n_records",
+    "n_kept",
+    "time_collect",
+    "time_influence",
+    "time_update",
+    "time_eval",
+]
 # Last, so that rows committed before they existed (read with the columns empty) keep their bytes.
 TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
 # One run = one curve; a second run with the same key would be ambiguous in every figure.
@@ -73,16 +82,23 @@ def _read_run(run_dir: Path) -> pd.DataFrame:
     summary = _summary(run_dir)
     run = {key: summary[key] for key in RUN_COLUMNS if key != "config_hash"}
     rounds = pd.read_csv(run_dir / "metrics.csv", usecols=ROUND_COLUMNS)
-    return rounds.assign(**run, config_hash=settings_hash(summary), run_dir=str(run_dir),
-                         **tidy_provenance(summary.get("provenance", [])))[TIDY_COLUMNS + [RUN_DIR]]
+    return rounds.assign(
+        **run,
+        config_hash=settings_hash(summary),
+        run_dir=str(run_dir),
+        **tidy_provenance(summary.get("provenance", [])),
+    )[TIDY_COLUMNS + [RUN_DIR]]
 
 
 def read_tidy_csv(path: Path) -> pd.DataFrame:
     """A committed tidy CSV; config_hash and provenance read as text (a hash may be all digits, and rows
     without one are NaN); the provenance columns empty where the CSV predates them."""
     tidy = pd.read_csv(path, dtype=dict.fromkeys(["config_hash", *PROVENANCE_COLUMNS], str))
-    empty = {column: pd.Series(None, index=tidy.index, dtype=str)  # as read_csv reads an empty column
-             for column in PROVENANCE_COLUMNS if column not in tidy}
+    empty = {
+        column: pd.Series(None, index=tidy.index, dtype=str)  # as read_csv reads an empty column
+        for column in PROVENANCE_COLUMNS
+        if column not in tidy
+    }
     return tidy.assign(**empty)
 
 
@@ -112,8 +128,10 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
         key = clashes[RUN_KEY].iloc[0]
         runs = clashes[(clashes[RUN_KEY] == key).all(axis=1)]
         which = (runs[RUN_DIR] if RUN_DIR in runs else "config_hash " + runs["config_hash"].astype(str)).unique()
-        raise RunDirError(f"{where}: several runs share experiment/env/method_tag/protocol/seed "
-                          f"{'/'.join(map(str, key))} ({', '.join(which)}); a figure draws one run per seed: keep one")
+        raise RunDirError(
+            f"{where}: several runs share experiment/env/method_tag/protocol/seed "
+            f"{'/'.join(map(str, key))} ({', '.join(which)}); a figure draws one run per seed: keep one"
+        )
 
 
 def group_name(values) -> str:
@@ -125,8 +143,9 @@ def group_names(fresh: pd.DataFrame, compared: list[str]) -> set[str]:
     return {group_name(group) for group, _ in fresh.groupby(compared)}
 
 
-def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str], where: str,
-                      remedy: str | None = None) -> None:
+def check_one_setting(
+    tidy: pd.DataFrame, run_key: list[str], compared: list[str], where: str, remedy: str | None = None
+) -> None:
     """The runs of one `compared` group (an experiment's env: its arms and seeds) are compared with each
     other, so they must have been made with the same settings: one config_hash (rows without one are not
     known to differ). `remedy` ends the refusal; by default, the ways out for the committed data."""
@@ -138,20 +157,37 @@ def check_one_setting(tidy: pd.DataFrame, run_key: list[str], compared: list[str
             raise RunDirError(
                 f"{where}: the runs of {group_name(group)} were made with different settings (runs per "
                 f"config_hash: {', '.join(f'{h} {n}' for h, n in counts.items())}), e.g. "
-                f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; " + (remedy or (
-                    f"rerun those with the others' command (paper_figures/MISSING.md), move them to another "
-                    f"experiment_name, or replace the committed ones with {REPLACE_KEY}=[{group_name(group)}]")))
+                f"{', '.join(f'{r.method_tag} seed {r.seed}' for r in odd.itertuples())}; "
+                + (
+                    remedy
+                    or (
+                        f"rerun those with the others' command (paper_figures/MISSING.md), move them to another "
+                        f"experiment_name, or replace the committed ones with {REPLACE_KEY}=[{group_name(group)}]"
+                    )
+                )
+            )
 
 
 def _fresh_settings(fresh: pd.DataFrame) -> dict[str, dict]:
     """config_hash → non-default settings of the fresh runs that have an identity.json."""
     identities = (run_settings(Path(run_dir)) for run_dir in fresh[RUN_DIR].unique())
-    return {digest: identity["non_default"] for identity in identities if identity is not None
-            for digest in [settings_hash({"config_hash": identity["config_hash"]})]}
+    return {
+        digest: identity["non_default"]
+        for identity in identities
+        if identity is not None
+        for digest in [settings_hash({"config_hash": identity["config_hash"]})]
+    }
 
 
-def merge_fresh_runs(path: Path, fresh: pd.DataFrame, run_key: list[str], compared: list[str],
-                     runs_root: str | Path, data_dir: Path, replace: set[str]) -> tuple[pd.DataFrame, Refresh]:
+def merge_fresh_runs(
+    path: Path,
+    fresh: pd.DataFrame,
+    run_key: list[str],
+    compared: list[str],
+    runs_root: str | Path,
+    data_dir: Path,
+    replace: set[str],
+) -> tuple[pd.DataFrame, Refresh]:
     """The rows of the CSV at `path` (if any) with each run of `fresh` replacing the run of its key, and
     what writing them adds to the committed data.
 
@@ -165,27 +201,35 @@ def merge_fresh_runs(path: Path, fresh: pd.DataFrame, run_key: list[str], compar
     fresh_hash = fresh.drop_duplicates(compared).set_index(compared)["config_hash"]  # one per group (checked)
     groups = committed.set_index(compared).index
     expected = fresh_hash.reindex(groups).to_numpy()  # NaN where the group has no fresh run
-    other = (groups.map(group_name).isin(replace) & committed["config_hash"].notna().to_numpy()
-             & pd.notna(expected) & (committed["config_hash"].to_numpy() != expected))
+    other = (
+        groups.map(group_name).isin(replace)
+        & committed["config_hash"].notna().to_numpy()
+        & pd.notna(expected)
+        & (committed["config_hash"].to_numpy() != expected)
+    )
     for group, gone in committed[other].groupby(compared):
         fresh_of = fresh[fresh.set_index(compared).index == group]
         refresh.replaced.append(
             f"{path}: {len(gone.drop_duplicates(run_key))} committed run(s) of {group_name(group)} (config_hash "
             f"{'/'.join(gone['config_hash'].unique())}) replaced by {len(fresh_of.drop_duplicates(run_key))} "
-            f"run(s) of {runs_root} (config_hash {fresh_of['config_hash'].iloc[0]})")
+            f"run(s) of {runs_root} (config_hash {fresh_of['config_hash'].iloc[0]})"
+        )
     committed = committed[~other]
-    pairs = committed.drop_duplicates(run_key).merge(fresh.drop_duplicates(run_key), on=run_key,
-                                                     suffixes=("_committed", ""))
+    pairs = committed.drop_duplicates(run_key).merge(
+        fresh.drop_duplicates(run_key), on=run_key, suffixes=("_committed", "")
+    )
     clash = pairs[pairs["config_hash_committed"].notna() & (pairs["config_hash_committed"] != pairs["config_hash"])]
     if len(clash):
         run = next(clash.itertuples())
-        difference = describe_difference(data_dir, run.config_hash_committed, run.config_hash,
-                                         run_settings(Path(run.run_dir)))
+        difference = describe_difference(
+            data_dir, run.config_hash_committed, run.config_hash, run_settings(Path(run.run_dir))
+        )
         group = group_name(tuple(getattr(run, key) for key in compared))
         raise RunDirError(
             f"{run.run_dir} would replace {'/'.join(str(getattr(run, key)) for key in run_key)} of {path}, made "
             f"with {difference}; rerun it with the committed run's command (paper_figures/MISSING.md), or "
-            f"replace the committed runs of {group} with {REPLACE_KEY}=[{group}]")
+            f"replace the committed runs of {group} with {REPLACE_KEY}=[{group}]"
+        )
     replaced = committed.set_index(run_key).index.isin(fresh.set_index(run_key).index)
     merged = pd.concat([committed[~replaced], fresh.drop(columns=RUN_DIR)], ignore_index=True)
     check_one_setting(merged, run_key, compared, f"{runs_root} with {path}")
@@ -210,8 +254,11 @@ def tidy_from_runs(runs_root: str | Path, experiments: Collection[str] | None = 
     scan = scan_runs(runs_root)
     for run_dir in scan.unfinished:
         log.warning("skipping unfinished run (no DONE): %s", run_dir)
-    finished = [run_dir for run_dir in _control_runs(scan.finished)
-                if experiments is None or _summary(run_dir)["experiment"] in experiments]
+    finished = [
+        run_dir
+        for run_dir in _control_runs(scan.finished)
+        if experiments is None or _summary(run_dir)["experiment"] in experiments
+    ]
     if not finished:
         return pd.DataFrame(columns=TIDY_COLUMNS + [RUN_DIR])
     tidy = sort_tidy(pd.concat([_read_run(d) for d in finished], ignore_index=True), TIDY_COLUMNS + [RUN_DIR])
@@ -236,8 +283,9 @@ def fresh_runs(runs_root: str | Path, experiments: set[str]) -> pd.DataFrame:
     and left out of the committed data."""
     fresh = tidy_from_runs(runs_root)
     for experiment in sorted(set(fresh["experiment"]) - experiments):
-        log.warning("not adding the runs of experiment %r to the committed data: no figure or table reads it",
-                    experiment)
+        log.warning(
+            "not adding the runs of experiment %r to the committed data: no figure or table reads it", experiment
+        )
     return fresh[fresh["experiment"].isin(experiments)]
 
 

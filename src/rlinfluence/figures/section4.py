@@ -7,5 +7,10 @@ from __future__ import annotations
 from rlinfluence.figures import bottom_frames, diagnosis, intervention, timeline
 from rlinfluence.figures.requirements import Output
 
-OUTPUTS: tuple[Output, ...] = (*diagnosis.BOTTOM_RECORD_OUTPUTS, bottom_frames.FIG9, *diagnosis.RANK_OUTPUTS,
-                               *intervention.OUTPUTS, *timeline.OUTPUTS)
+OUTPUTS: tuple[Output, ...] = (
+    *diagnosis.BOTTOM_RECORD_OUTPUTS,
+    bottom_frames.FIG9,
+    *diagnosis.RANK_OUTPUTS,
+    *intervention.OUTPUTS,
+    *timeline.OUTPUTS,
+)

@@ -27,11 +27,22 @@ STATE_AXES = {
 
 def _shade_phases(ax, series: pd.DataFrame) -> None:
     for phase, group in series.groupby("phase"):
-        ax.axvspan(group["round"].min() - 0.5, group["round"].max() + 0.5, color="grey",
-                   alpha=0.18 if phase % 2 else 0.06, lw=0)
+        ax.axvspan(
+            group["round"].min() - 0.5,
+            group["round"].max() + 0.5,
+            color="grey",
+            alpha=0.18 if phase % 2 else 0.06,
+            lw=0,
+        )
         # Alternate heights: a phase of a few rounds is narrower than its label.
-        ax.text(group["round"].mean(), 1.02 if phase % 2 else 1.09, f"phase {phase}",
-                transform=ax.get_xaxis_transform(), ha="center", fontsize=7)
+        ax.text(
+            group["round"].mean(),
+            1.02 if phase % 2 else 1.09,
+            f"phase {phase}",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            fontsize=7,
+        )
 
 
 def _timeline_curves(ax, series: pd.DataFrame) -> None:
@@ -48,15 +59,20 @@ def _timeline_curves(ax, series: pd.DataFrame) -> None:
 def _phase_records(ax, top: pd.DataFrame, env: str, target: pd.Series, actions: list[int]) -> None:
     """The phase's top records in two state features, coloured by the action taken; s* as a star."""
     (x_label, x_of), (y_label, y_of) = STATE_AXES.get(
-        env, (("obs_0", lambda d: d["obs_0"]), ("obs_1", lambda d: d["obs_1"])))
+        env, (("obs_0", lambda d: d["obs_0"]), ("obs_1", lambda d: d["obs_1"]))
+    )
     colours = dict(zip(actions, sns.color_palette("colorblind", len(actions))))
     for action, records in top.groupby("action"):
         ax.scatter(x_of(records), y_of(records), s=6, color=colours[action], linewidths=0, label=f"a = {action}")
     ax.scatter(x_of(target), y_of(target), marker="*", s=90, color="black", label="s*")
     took = (top["action"] == top["target_action"]).mean()
-    ax.set(xlabel=x_label, ylabel=y_label, title=f"rounds {top['round'].min()}–{top['round'].max()}: "
-                                                  f"{took:.0%} took a*, median ‖e − e*‖ "
-                                                  f"{top['embedding_distance'].median():.2f}")
+    ax.set(
+        xlabel=x_label,
+        ylabel=y_label,
+        title=f"rounds {top['round'].min()}–{top['round'].max()}: "
+        f"{took:.0%} took a*, median ‖e − e*‖ "
+        f"{top['embedding_distance'].median():.2f}",
+    )
     ax.title.set_fontsize(7)
 
 
@@ -81,24 +97,42 @@ def timeline_figure(output: Output, rows: pd.DataFrame) -> Figure:
         # One legend for every phase: a phase's own handles would list only the actions its records took.
         handles = {label: handle for ax in fig.axes for handle, label in zip(*ax.get_legend_handles_labels())}
         labels = [label for label in [f"a = {action}" for action in actions] + ["s*"] if label in handles]
-        fig.legend([handles[label] for label in labels], labels, loc="outside lower center", ncols=len(labels),
-                   fontsize=7, frameon=False)
-        fig.suptitle(f"{output.title}: {output.caption} {paper.ENV_TITLES[env]}, seed {seed}, "
-                     f"a* = {rows['target_action'].iloc[0]}, s* = [{', '.join(f'{v:.3g}' for v in state)}].",
-                     wrap=True)
+        fig.legend(
+            [handles[label] for label in labels],
+            labels,
+            loc="outside lower center",
+            ncols=len(labels),
+            fontsize=7,
+            frameon=False,
+        )
+        fig.suptitle(
+            f"{output.title}: {output.caption} {paper.ENV_TITLES[env]}, seed {seed}, "
+            f"a* = {rows['target_action'].iloc[0]}, s* = [{', '.join(f'{v:.3g}' for v in state)}].",
+            wrap=True,
+        )
     return fig
 
 
-_TIMELINE_NOTE = ("How the behaviour f_action = log π(a*|s*) forms over a standard-PPO run: π_θk(a*|s*) and the "
-                  "graph roughness R of the positive influence over the final network's state embedding "
-                  f"(u-nearest-neighbour graph) against round, cut into {TimelineConfig().phases} phases "
-                  "(least-squares change points of both); below, per phase, the records of highest influence of "
-                  "its rounds.")
+_TIMELINE_NOTE = (
+    "How the behaviour f_action = log π(a*|s*) forms over a standard-PPO run: π_θk(a*|s*) and the "
+    "graph roughness R of the positive influence over the final network's state embedding "
+    f"(u-nearest-neighbour graph) against round, cut into {TimelineConfig().phases} phases "
+    "(least-squares change points of both); below, per phase, the records of highest influence of "
+    "its rounds."
+)
 
 OUTPUTS: tuple[Output, ...] = tuple(
-    Output(f"{figure}_timeline_{env}", title, _TIMELINE_NOTE, AnalysisData("timeline", (env,), 1, (), overrides),
-           timeline_figure)
-    for figure, title, env, overrides in (("fig10", "Fig. 10", "acrobot", "eval.episodes=100"),
-                                          # Fig. 4 reads no test return: evaluating only the first and
-                                          # last rounds saves Highway ~13 s a round (the training is the same)
-                                          ("fig4", "Fig. 4", "highway", "analysis.timeline.action=4 eval.every=100")))
+    Output(
+        f"{figure}_timeline_{env}",
+        title,
+        _TIMELINE_NOTE,
+        AnalysisData("timeline", (env,), 1, (), overrides),
+        timeline_figure,
+    )
+    for figure, title, env, overrides in (
+        ("fig10", "Fig. 10", "acrobot", "eval.episodes=100"),
+        # Fig. 4 reads no test return: evaluating only the first and
+        # last rounds saves Highway ~13 s a round (the training is the same)
+        ("fig4", "Fig. 4", "highway", "analysis.timeline.action=4 eval.every=100"),
+    )
+)

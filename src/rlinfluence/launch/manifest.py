@@ -112,7 +112,7 @@ class Run:
         for match in re.finditer(r"\s#", line):
             try:
                 if shlex.split(line[: match.start()]) == overrides:
-                    comment = line[match.end():].strip()
+                    comment = line[match.end() :].strip()
                     return cls(overrides, Path(comment) if comment else None)
             except ValueError:  # the cut is inside quotes
                 continue
@@ -222,22 +222,30 @@ def _run_dirs_serial(config_dir: Path, config_name: str, runs: Sequence[Sequence
         return [composer.run_dir(run) for run in runs]
 
 
-def resolve_run_dirs(runs: Sequence[Sequence[str]], config_dir: Path = DEFAULT_CONFIG_DIR,
-                     config_name: str = CONFIG_NAME, jobs: int | None = None) -> list[Path]:
+def resolve_run_dirs(
+    runs: Sequence[Sequence[str]],
+    config_dir: Path = DEFAULT_CONFIG_DIR,
+    config_name: str = CONFIG_NAME,
+    jobs: int | None = None,
+) -> list[Path]:
     """Compose every run (which also checks it) and return its run dir. Hydra needs
     ~0.1 s per composition, so large sweeps are spread over worker processes."""
     jobs = jobs or min(os.cpu_count() or 1, 8)
     if jobs <= 1 or len(runs) < 64:
         return _run_dirs_serial(config_dir, config_name, runs)
     size = -(-len(runs) // jobs)
-    chunks = [runs[i:i + size] for i in range(0, len(runs), size)]
+    chunks = [runs[i : i + size] for i in range(0, len(runs), size)]
     with multiprocessing.get_context("fork").Pool(len(chunks)) as pool:
         parts = pool.starmap(_run_dirs_serial, [(config_dir, config_name, chunk) for chunk in chunks])
     return [d for part in parts for d in part]
 
 
-def make_manifest(overrides: Sequence[str], config_dir: Path = DEFAULT_CONFIG_DIR,
-                  config_name: str = CONFIG_NAME, command: str | None = None) -> Manifest:
+def make_manifest(
+    overrides: Sequence[str],
+    config_dir: Path = DEFAULT_CONFIG_DIR,
+    config_name: str = CONFIG_NAME,
+    command: str | None = None,
+) -> Manifest:
     """The manifest of ``rlinfluence -m <overrides>``. Runs that share a run dir are one
     run to ``rlinfluence`` (it resumes or skips by run dir): only the first is kept."""
     overrides = [o for o in overrides if o not in ("-m", "--multirun")]
@@ -250,8 +258,11 @@ def make_manifest(overrides: Sequence[str], config_dir: Path = DEFAULT_CONFIG_DI
     first: dict[Path, Run] = {}
     for overrides_, run_dir in zip(expanded, dirs):
         if run_dir in first:
-            print(f"warning: dropped {shlex.join(overrides_)!r}: same run dir ({run_dir}) as "
-                  f"{shlex.join(first[run_dir].overrides)!r}", file=sys.stderr)
+            print(
+                f"warning: dropped {shlex.join(overrides_)!r}: same run dir ({run_dir}) as "
+                f"{shlex.join(first[run_dir].overrides)!r}",
+                file=sys.stderr,
+            )
             continue
         first[run_dir] = Run(overrides_, run_dir)
         runs.append(first[run_dir])

@@ -52,8 +52,11 @@ def queued_runs(manifest_path: Path) -> dict[int, str]:
     """Runs of this manifest that are pending or running: run number -> SLURM state."""
     if shutil.which("squeue") is None:
         return {}
-    out = subprocess.run(["squeue", "--noheader", "--array", "--user", getpass.getuser(), "--format=%i|%T|%k"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["squeue", "--noheader", "--array", "--user", getpass.getuser(), "--format=%i|%T|%k"],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         print(f"warning: squeue failed, queued runs unknown: {out.stderr.strip()}", file=sys.stderr)
         return {}
@@ -67,8 +70,9 @@ def queued_runs(manifest_path: Path) -> dict[int, str]:
     return queued
 
 
-def sbatch_options(config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CONFIG_NAME,
-                   overrides: Sequence[str] = ()) -> list[str]:
+def sbatch_options(
+    config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CONFIG_NAME, overrides: Sequence[str] = ()
+) -> list[str]:
     """sbatch options from ``launcher=slurm``'s config (partition, account, time, memory...),
     so that both SLURM paths share one set of site settings."""
     from omegaconf import OmegaConf
@@ -76,9 +80,17 @@ def sbatch_options(config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CON
     with Composer(config_dir, config_name) as composer:
         cfg = composer.compose(["launcher=slurm", *overrides])
     launcher = cast(dict[str, Any], OmegaConf.to_container(cfg.hydra.launcher, resolve=True))
-    flags = {"partition": "partition", "account": "account", "qos": "qos", "constraint": "constraint",
-             "exclude": "exclude", "gres": "gres", "cpus_per_task": "cpus-per-task",
-             "gpus_per_node": "gpus-per-node", "mem_per_cpu": "mem-per-cpu"}
+    flags = {
+        "partition": "partition",
+        "account": "account",
+        "qos": "qos",
+        "constraint": "constraint",
+        "exclude": "exclude",
+        "gres": "gres",
+        "cpus_per_task": "cpus-per-task",
+        "gpus_per_node": "gpus-per-node",
+        "mem_per_cpu": "mem-per-cpu",
+    }
     options = [f"--{flag}={launcher[key]}" for key, flag in flags.items() if launcher.get(key) is not None]
     if launcher.get("timeout_min") is not None:
         options.append(f"--time={launcher['timeout_min']}")
@@ -98,13 +110,15 @@ class Progress:
     run_dirs: list[Path]
 
 
-def progress(manifest_path: Path, manifest: Manifest, workdir: Path,
-             config_dir: Path = DEFAULT_CONFIG_DIR) -> Progress:
+def progress(manifest_path: Path, manifest: Manifest, workdir: Path, config_dir: Path = DEFAULT_CONFIG_DIR) -> Progress:
     """Which runs are finished, queued/running, or still to do. Lines without a recorded
     run dir (written by hand) are composed to find it."""
     missing = [i for i, run in enumerate(manifest.runs) if run.run_dir is None]
-    composed = dict(zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir))) \
-        if missing else {}
+    composed = (
+        dict(zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir)))
+        if missing
+        else {}
+    )
     dirs = [composed[i] if run.run_dir is None else run.run_dir for i, run in enumerate(manifest.runs)]
     done = [i for i, d in enumerate(dirs) if is_done(workdir / d)]
     queued = {i: state for i, state in queued_runs(manifest_path).items() if i < len(dirs) and i not in done}
@@ -112,10 +126,19 @@ def progress(manifest_path: Path, manifest: Manifest, workdir: Path,
     return Progress(done, queued, todo, dirs)
 
 
-def submit(manifest_path: Path, runs: Sequence[int], parallel: int, workdir: Path,
-           script: Path = DEFAULT_SCRIPT, max_size: int | None = None, chain: bool = True,
-           log_dir: Path | None = None, options: Sequence[str] = (), command: str | None = None,
-           dry_run: bool = False) -> list[tuple[str, ArrayChunk]]:
+def submit(
+    manifest_path: Path,
+    runs: Sequence[int],
+    parallel: int,
+    workdir: Path,
+    script: Path = DEFAULT_SCRIPT,
+    max_size: int | None = None,
+    chain: bool = True,
+    log_dir: Path | None = None,
+    options: Sequence[str] = (),
+    command: str | None = None,
+    dry_run: bool = False,
+) -> list[tuple[str, ArrayChunk]]:
     """sbatch ``runs`` (run numbers of the manifest) as arrays; returns (job id, chunk).
 
     ``parallel`` caps the running tasks of an array (``%K``). With ``chain`` a split
@@ -131,11 +154,16 @@ def submit(manifest_path: Path, runs: Sequence[int], parallel: int, workdir: Pat
 
     submitted: list[tuple[str, ArrayChunk]] = []
     for chunk in split_into_arrays(runs, max_size):
-        cmd = ["sbatch", "--parsable", f"--array={chunk.spec}%{max(1, parallel)}",
-               f"--job-name=rlinfluence-{manifest_path.stem}",
-               f"--comment={job_comment(manifest_path, chunk.offset)}",
-               f"--output={log_dir}/%A_%a.out", f"--chdir={workdir}",
-               f"--export=ALL,RLINF_MANIFEST_OFFSET={chunk.offset}"]
+        cmd = [
+            "sbatch",
+            "--parsable",
+            f"--array={chunk.spec}%{max(1, parallel)}",
+            f"--job-name=rlinfluence-{manifest_path.stem}",
+            f"--comment={job_comment(manifest_path, chunk.offset)}",
+            f"--output={log_dir}/%A_%a.out",
+            f"--chdir={workdir}",
+            f"--export=ALL,RLINF_MANIFEST_OFFSET={chunk.offset}",
+        ]
         if chain and submitted:
             cmd.append(f"--dependency=afterany:{submitted[-1][0]}")
         cmd += [*options, str(Path(script).resolve()), str(manifest_path)]
@@ -159,8 +187,10 @@ def _workdir(args: argparse.Namespace, manifest: Manifest) -> Path:
 
 
 def _summary(path: Path, manifest: Manifest, state: Progress) -> str:
-    return (f"{path}: {len(manifest.runs)} runs: {len(state.done)} done, {len(state.queued)} queued or running, "
-            f"{len(state.todo)} to do")
+    return (
+        f"{path}: {len(manifest.runs)} runs: {len(state.done)} done, {len(state.queued)} queued or running, "
+        f"{len(state.todo)} to do"
+    )
 
 
 def _cmd_make(args: argparse.Namespace) -> int:
@@ -185,12 +215,23 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         return 0
     checkout = describe_code_version().split()[0]
     if manifest.commit and manifest.commit != checkout:
-        print(f"warning: the manifest was made at commit {manifest.commit}, the checkout is at {checkout}",
-              file=sys.stderr)
+        print(
+            f"warning: the manifest was made at commit {manifest.commit}, the checkout is at {checkout}",
+            file=sys.stderr,
+        )
     options = [] if args.no_config else sbatch_options(args.config_dir)
-    jobs = submit(args.manifest, state.todo, args.parallel, workdir, script=args.script,
-                  max_size=args.max_array_size, chain=not args.no_chain, log_dir=args.log_dir,
-                  options=[*options, *args.sbatch_options], dry_run=args.dry_run)
+    jobs = submit(
+        args.manifest,
+        state.todo,
+        args.parallel,
+        workdir,
+        script=args.script,
+        max_size=args.max_array_size,
+        chain=not args.no_chain,
+        log_dir=args.log_dir,
+        options=[*options, *args.sbatch_options],
+        dry_run=args.dry_run,
+    )
     for job, chunk in jobs:
         print(f"{job}\tarray {chunk.spec} (runs {chunk.offset} + index, {len(chunk.indices)} tasks)")
     return 0
@@ -209,8 +250,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlinfluence-manifest", description=manifest_files.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="rlinfluence-manifest",
+        description=manifest_files.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config-dir", type=Path, default=DEFAULT_CONFIG_DIR, help="Hydra config dir [%(default)s]")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -220,16 +264,18 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--force", action="store_true", help="replace an existing manifest that lists other runs")
     make.set_defaults(func=_cmd_make)
 
-    sub = commands.add_parser("submit", help="sbatch the runs that are not done or queued",
-                              usage="%(prog)s manifest [options] [-- sbatch options]")
+    sub = commands.add_parser(
+        "submit",
+        help="sbatch the runs that are not done or queued",
+        usage="%(prog)s manifest [options] [-- sbatch options]",
+    )
     sub.add_argument("manifest", type=Path)
     sub.add_argument("-p", "--parallel", type=int, default=64, help="tasks running at once (%%K) [%(default)s]")
     sub.add_argument("--workdir", type=Path, help="where the runs live and the jobs run [the manifest's workdir]")
     sub.add_argument("--script", type=Path, default=DEFAULT_SCRIPT, help="array script [%(default)s]")
     sub.add_argument("--max-array-size", type=int, help="split arrays at this size [MaxArraySize of the cluster]")
     sub.add_argument("--no-chain", action="store_true", help="let split arrays run side by side (K each)")
-    sub.add_argument("--no-config", action="store_true",
-                     help="do not take sbatch options from launcher=slurm's config")
+    sub.add_argument("--no-config", action="store_true", help="do not take sbatch options from launcher=slurm's config")
     sub.add_argument("--log-dir", type=Path, help="job output [<manifest dir>/logs/<manifest name>]")
     sub.add_argument("--dry-run", action="store_true", help="print the sbatch commands instead")
     sub.set_defaults(func=_cmd_submit)
@@ -246,10 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:  # `submit m.txt -p 8 -- --time=60 --partition=gpu`: the rest is for sbatch
-        extra, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
+        extra, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
     args = build_parser().parse_args(argv)
     if extra and args.command != "submit":
         build_parser().error("options after -- are for `submit` (sbatch options)")
     args.sbatch_options = extra
     return args.func(args)
-

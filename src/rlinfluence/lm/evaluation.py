@@ -21,17 +21,37 @@ def _sem(values: np.ndarray) -> float:
 
 
 class ToxicityEvaluator:
-    def __init__(self, queries: list[list[int]], tokenizer, reward: Scorer, toxicity: Scorer, lm_cfg,
-                 seed_seq: np.random.SeedSequence, device: str):
+    def __init__(
+        self,
+        queries: list[list[int]],
+        tokenizer,
+        reward: Scorer,
+        toxicity: Scorer,
+        lm_cfg,
+        seed_seq: np.random.SeedSequence,
+        device: str,
+    ):
         self.queries, self.tokenizer, self.reward, self.toxicity = queries, tokenizer, reward, toxicity
         self.lm_cfg, self.seed_seq, self.device = lm_cfg, seed_seq, device
 
     def evaluate(self, policy: Policy, round_index: int) -> dict[str, float]:
-        responses = generate(policy, self.queries, self.tokenizer, self.lm_cfg.eval_new_tokens, 0,
-                             self.lm_cfg.eval_top_k, round_seed(self.seed_seq, round_index),
-                             self.lm_cfg.generation_batch, self.device)
+        responses = generate(
+            policy,
+            self.queries,
+            self.tokenizer,
+            self.lm_cfg.eval_new_tokens,
+            0,
+            self.lm_cfg.eval_top_k,
+            round_seed(self.seed_seq, round_index),
+            self.lm_cfg.generation_batch,
+            self.device,
+        )
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         toxicity, reward = self.toxicity(texts), self.reward(texts)
-        return {"test_toxicity": float(toxicity.mean()), "test_toxicity_sem": _sem(toxicity),
-                "test_return": float(reward.mean()), "test_return_sem": _sem(reward),
-                "eval_episodes": len(texts)}
+        return {
+            "test_toxicity": float(toxicity.mean()),
+            "test_toxicity_sem": _sem(toxicity),
+            "test_return": float(reward.mean()),
+            "test_return_sem": _sem(reward),
+            "eval_episodes": len(texts),
+        }

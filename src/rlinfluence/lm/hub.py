@@ -28,7 +28,8 @@ def _missing(key: str, name: str, kind: str, error: Exception) -> HubAssetMissin
     repo_type = " --repo-type dataset" if kind == DATASET else ""
     return HubAssetMissing(
         f"{key}={name}: the {kind} is not available here ({reason}); download it once where the Hub is reachable "
-        f"(`hf download {name}{repo_type}`) into the cache HF_HOME points at (now {constants.HF_HOME}), then rerun")
+        f"(`hf download {name}{repo_type}`) into the cache HF_HOME points at (now {constants.HF_HOME}), then rerun"
+    )
 
 
 def require(key: str, name: str, kind: str) -> None:

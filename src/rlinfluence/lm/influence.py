@@ -64,8 +64,9 @@ def target_gradient(policy: Policy, val: Sequences, target: str, chunk: int) -> 
     return total
 
 
-def record_loss_fn(clip_range: float, value_clip: float, vf_coef: float,
-                   with_value_loss: bool) -> Callable[[Policy, Sequences], torch.Tensor]:
+def record_loss_fn(
+    clip_range: float, value_clip: float, vf_coef: float, with_value_loss: bool
+) -> Callable[[Policy, Sequences], torch.Tensor]:
     """ℓ_i for every record of a batch at θ_k: the update's per-record loss (ppo.record_losses)."""
 
     def losses(policy: Policy, batch: Sequences) -> torch.Tensor:
@@ -101,8 +102,13 @@ def _recording(policy: Policy) -> Iterator[list[dict[str, torch.Tensor]]]:
             handle.remove()
 
 
-def sequence_scores(policy: Policy, batch: Sequences, direction: list[torch.Tensor],
-                    loss_fn: Callable[[Policy, Sequences], torch.Tensor], chunk: int) -> torch.Tensor:
+def sequence_scores(
+    policy: Policy,
+    batch: Sequences,
+    direction: list[torch.Tensor],
+    loss_fn: Callable[[Policy, Sequences], torch.Tensor],
+    chunk: int,
+) -> torch.Tensor:
     """⟨∇ℓ_i, direction⟩ for every record i (direction: one tensor per LoRA weight, A then B per pair)."""
     scores = []
     for start in range(0, len(batch), chunk):
@@ -119,8 +125,12 @@ def sequence_scores(policy: Policy, batch: Sequences, direction: list[torch.Tens
     return torch.cat(scores)
 
 
-def reference_scores(policy: Policy, batch: Sequences, direction: list[torch.Tensor],
-                     loss_fn: Callable[[Policy, Sequences], torch.Tensor]) -> torch.Tensor:
+def reference_scores(
+    policy: Policy,
+    batch: Sequences,
+    direction: list[torch.Tensor],
+    loss_fn: Callable[[Policy, Sequences], torch.Tensor],
+) -> torch.Tensor:
     """The same scores from one explicit autograd gradient per record (slow; the tests' reference)."""
     scores: list[Any] = []  # 0-d tensors, which sum() types as possibly its start, the int 0
     for i in range(len(batch)):

@@ -39,8 +39,9 @@ def _base_model(model_cfg):
     if model_cfg.random_init:
         config = hub.load("model.path", model_cfg.path, hub.MODEL, AutoConfig.from_pretrained)
         return AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return hub.load("model.path", model_cfg.path, hub.MODEL,
-                    lambda name: AutoModelForCausalLM.from_pretrained(name, dtype=dtype))
+    return hub.load(
+        "model.path", model_cfg.path, hub.MODEL, lambda name: AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    )
 
 
 class Policy(nn.Module):
@@ -51,9 +52,17 @@ class Policy(nn.Module):
         lora = model_cfg.lora
         with torch.random.fork_rng():  # LoRA A and the value head are initialised from the run's seed
             torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
-            self.lm = get_peft_model(_base_model(model_cfg), LoraConfig(
-                r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.targets),
-                bias="none", task_type="CAUSAL_LM"))
+            self.lm = get_peft_model(
+                _base_model(model_cfg),
+                LoraConfig(
+                    r=lora.r,
+                    lora_alpha=lora.alpha,
+                    lora_dropout=lora.dropout,
+                    target_modules=list(lora.targets),
+                    bias="none",
+                    task_type="CAUSAL_LM",
+                ),
+            )
             hidden = self.lm.config.hidden_size
             self.value_head = nn.Linear(hidden, 1, dtype=self.lm.dtype)
         self.eval()
@@ -79,8 +88,11 @@ class Policy(nn.Module):
         """(lora_A, lora_B) of every adapted projection: the parameters influence is taken on."""
         from peft.tuners.lora import LoraLayer
 
-        return [(cast(nn.Linear, layer.lora_A["default"]), cast(nn.Linear, layer.lora_B["default"]))
-                for layer in self.lm.modules() if isinstance(layer, LoraLayer)]
+        return [
+            (cast(nn.Linear, layer.lora_A["default"]), cast(nn.Linear, layer.lora_B["default"]))
+            for layer in self.lm.modules()
+            if isinstance(layer, LoraLayer)
+        ]
 
     def lora_parameters(self) -> list[torch.Tensor]:
         return [weight for pair in self.lora_pairs() for weight in (pair[0].weight, pair[1].weight)]

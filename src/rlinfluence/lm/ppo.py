@@ -50,8 +50,9 @@ def sequence_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.
     return ((logprobs - ref_logprobs) * mask).sum(1)
 
 
-def penalized_rewards(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
-                      kl_coef: float) -> torch.Tensor:
+def penalized_rewards(
+    scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, kl_coef: float
+) -> torch.Tensor:
     """Per-token rewards: −β·(log π − log π_ref) on every response token, plus the score on the last."""
     rewards = -kl_coef * (logprobs - ref_logprobs) * mask
     last = mask.shape[1] - 1 - mask.flip(1).argmax(1)  # the last response position of each row
@@ -59,8 +60,9 @@ def penalized_rewards(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs
     return rewards
 
 
-def token_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float,
-              lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+def token_gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE along each response; returns (advantages, returns = advantages + values), zero off the mask."""
     advantages = torch.zeros_like(rewards)
     running = torch.zeros(rewards.shape[0], device=rewards.device)
@@ -74,25 +76,41 @@ def token_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, g
     return advantages, (advantages + values) * mask
 
 
-def record_losses(logprobs: torch.Tensor, values: torch.Tensor, batch: Sequences, clip_range: float,
-                  value_clip: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def record_losses(
+    logprobs: torch.Tensor, values: torch.Tensor, batch: Sequences, clip_range: float, value_clip: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(policy loss, value loss, mean ratio) of each record: masked means over its response tokens of the
     clipped surrogate −min(ρÂ, clip(ρ)Â) and of ½·max((V − R)², (clip(V) − R)²). The update and the
     influence computation both call this, so they cannot drift apart (at θ_k, ρ = 1 and nothing clips)."""
     mask = batch.mask
-    assert batch.logprobs is not None and batch.values is not None and batch.advantages is not None \
-        and batch.returns is not None, "annotate the batch first"
+    assert (
+        batch.logprobs is not None
+        and batch.values is not None
+        and batch.advantages is not None
+        and batch.returns is not None
+    ), "annotate the batch first"
     ratio = torch.exp(logprobs - batch.logprobs)
-    surrogate = torch.minimum(ratio * batch.advantages,
-                              torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * batch.advantages)
+    surrogate = torch.minimum(
+        ratio * batch.advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * batch.advantages
+    )
     clipped_values = batch.values + torch.clamp(values - batch.values, -value_clip, value_clip)
     value_error = torch.maximum((values - batch.returns) ** 2, (clipped_values - batch.returns) ** 2)
-    return (masked_mean(-surrogate, mask, 1), 0.5 * masked_mean(value_error, mask, 1),
-            masked_mean(ratio.detach(), mask, 1))
+    return (
+        masked_mean(-surrogate, mask, 1),
+        0.5 * masked_mean(value_error, mask, 1),
+        masked_mean(ratio.detach(), mask, 1),
+    )
 
 
-def ppo_update(policy, optimizer: torch.optim.Optimizer, batch: Sequences, selection: Selection, ppo_cfg, lm_cfg,
-               rng: np.random.Generator) -> dict[str, float]:
+def ppo_update(
+    policy,
+    optimizer: torch.optim.Optimizer,
+    batch: Sequences,
+    selection: Selection,
+    ppo_cfg,
+    lm_cfg,
+    rng: np.random.Generator,
+) -> dict[str, float]:
     """`n_epochs` passes over the kept records, each reshuffled into minibatches of `ppo.batch_size`; a
     minibatch whose mean ratio exceeds `ratio_threshold` is skipped (TRL)."""
     sums = dict.fromkeys(("policy_loss", "value_loss", "approx_kl", "clip_fraction"), 0.0)
@@ -101,23 +119,26 @@ def ppo_update(policy, optimizer: torch.optim.Optimizer, batch: Sequences, selec
         for ids in minibatch_ids(selection, ppo_cfg.batch_size, rng):
             part = batch.rows(ids.to(batch.input_ids.device))
             logprobs, values = policy(part.input_ids, part.attention_mask)
-            policy_loss, value_loss, ratio = record_losses(logprobs, values, part, ppo_cfg.clip_range,
-                                                           lm_cfg.value_clip)
+            policy_loss, value_loss, ratio = record_losses(
+                logprobs, values, part, ppo_cfg.clip_range, lm_cfg.value_clip
+            )
             if float(ratio.mean()) > lm_cfg.ratio_threshold:
                 continue
             loss = (policy_loss + ppo_cfg.vf_coef * value_loss).mean()
             optimizer.zero_grad()
             loss.backward()
             if ppo_cfg.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_([p for p in policy.parameters() if p.requires_grad],
-                                               ppo_cfg.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(
+                    [p for p in policy.parameters() if p.requires_grad], ppo_cfg.max_grad_norm
+                )
             optimizer.step()
             with torch.no_grad():
                 log_ratio = logprobs - part.logprobs
                 sums["policy_loss"] += float(policy_loss.mean())
                 sums["value_loss"] += float(value_loss.mean())
                 sums["approx_kl"] += float(masked_mean((torch.exp(log_ratio) - 1) - log_ratio, part.mask))
-                sums["clip_fraction"] += float(masked_mean((torch.abs(torch.exp(log_ratio) - 1) > ppo_cfg.clip_range)
-                                                           .float(), part.mask))
+                sums["clip_fraction"] += float(
+                    masked_mean((torch.abs(torch.exp(log_ratio) - 1) > ppo_cfg.clip_range).float(), part.mask)
+                )
             steps += 1
     return {key: total / max(steps, 1) for key, total in sums.items()} | {"gradient_steps": steps}

@@ -56,17 +56,22 @@ def load_prompts(lm_cfg, tokenizer, n_eval: int, seed: int) -> Prompts:
 def _real_toxicity_prompts(lm_cfg) -> list[str]:
     import datasets
 
-    rows = hub.load("env.lm.prompts", lm_cfg.prompts, hub.DATASET,
-                    lambda name: datasets.load_dataset(name, split="train"))
+    rows = hub.load(
+        "env.lm.prompts", lm_cfg.prompts, hub.DATASET, lambda name: datasets.load_dataset(name, split="train")
+    )
     threshold = lm_cfg.min_prompt_toxicity
-    return [row["prompt"]["text"] + row["continuation"]["text"] for row in rows
-            if row["prompt"]["toxicity"] is not None and row["prompt"]["toxicity"] > threshold]
+    return [
+        row["prompt"]["text"] + row["continuation"]["text"]
+        for row in rows
+        if row["prompt"]["toxicity"] is not None and row["prompt"]["toxicity"] > threshold
+    ]
 
 
 def _wiki_toxic(lm_cfg, n_eval: int) -> list[str]:
     import datasets
 
-    rows = hub.load("env.lm.eval_prompts", lm_cfg.eval_prompts, hub.DATASET,
-                    lambda name: datasets.load_dataset(name, split="test"))
+    rows = hub.load(
+        "env.lm.eval_prompts", lm_cfg.eval_prompts, hub.DATASET, lambda name: datasets.load_dataset(name, split="test")
+    )
     toxic = [row["comment_text"][:EVAL_CHARACTERS] for row in rows if row["label"] == 1]
     return toxic[:n_eval]

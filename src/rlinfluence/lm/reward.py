@@ -31,8 +31,9 @@ def lexicon_toxicity(texts: list[str]) -> np.ndarray:
 class Classifier:
     """A Hugging Face sequence classifier applied to texts in batches; `column(logits)` picks the score."""
 
-    def __init__(self, key: str, name: str, column: Callable[[torch.Tensor, dict], torch.Tensor], device: str,
-                 batch: int):
+    def __init__(
+        self, key: str, name: str, column: Callable[[torch.Tensor, dict], torch.Tensor], device: str, batch: int
+    ):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.tokenizer = hub.load(key, name, hub.MODEL, AutoTokenizer.from_pretrained)
@@ -44,8 +45,9 @@ class Classifier:
     def __call__(self, texts: list[str]) -> np.ndarray:
         scores = []
         for start in range(0, len(texts), self.batch):
-            inputs = self.tokenizer(texts[start:start + self.batch], padding=True, truncation=True,
-                                    return_tensors="pt").to(self.device)
+            inputs = self.tokenizer(
+                texts[start : start + self.batch], padding=True, truncation=True, return_tensors="pt"
+            ).to(self.device)
             logits = self.model(**inputs).logits.float()
             scores.append(self.column(logits, self.model.config.label2id).cpu().numpy())
         return np.concatenate(scores).astype(np.float64)
@@ -65,5 +67,10 @@ def make_reward(lm_cfg, device: str) -> Scorer:
 def make_toxicity(lm_cfg, device: str) -> Scorer:
     if lm_cfg.eval_classifier == "tiny":
         return lexicon_toxicity
-    return Classifier("env.lm.eval_classifier", lm_cfg.eval_classifier,
-                      lambda logits, _: torch.softmax(logits, dim=-1)[:, 1], device, lm_cfg.generation_batch)
+    return Classifier(
+        "env.lm.eval_classifier",
+        lm_cfg.eval_classifier,
+        lambda logits, _: torch.softmax(logits, dim=-1)[:, 1],
+        device,
+        lm_cfg.generation_batch,
+    )

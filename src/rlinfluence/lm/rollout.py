@@ -54,8 +54,9 @@ class Sequences:
 TOKEN_FIELDS = ("input_ids", "attention_mask")  # width L; every other per-token field has width L-1
 
 
-def pack(queries: list[list[int]], responses: list[list[int]], scores: np.ndarray, pad_id: int,
-         device: str) -> Sequences:
+def pack(
+    queries: list[list[int]], responses: list[list[int]], scores: np.ndarray, pad_id: int, device: str
+) -> Sequences:
     lengths = [len(q) + len(r) for q, r in zip(queries, responses)]
     width = max(lengths)
     input_ids = torch.full((len(queries), width), pad_id, dtype=torch.long)
@@ -64,14 +65,27 @@ def pack(queries: list[list[int]], responses: list[list[int]], scores: np.ndarra
     for row, (query, response) in enumerate(zip(queries, responses)):
         input_ids[row, : lengths[row]] = torch.tensor(query + response)
         attention[row, : lengths[row]] = 1
-        mask[row, len(query) - 1: lengths[row] - 1] = 1
-    return Sequences(input_ids.to(device), attention.to(device), mask.to(device),
-                     torch.as_tensor(scores, dtype=torch.float32, device=device))
+        mask[row, len(query) - 1 : lengths[row] - 1] = 1
+    return Sequences(
+        input_ids.to(device),
+        attention.to(device),
+        mask.to(device),
+        torch.as_tensor(scores, dtype=torch.float32, device=device),
+    )
 
 
 @torch.no_grad()
-def generate(policy: Policy, queries: list[list[int]], tokenizer, new_tokens: int, min_new_tokens: int,
-             top_k: int, seed: int, batch: int, device: str) -> list[list[int]]:
+def generate(
+    policy: Policy,
+    queries: list[list[int]],
+    tokenizer,
+    new_tokens: int,
+    min_new_tokens: int,
+    top_k: int,
+    seed: int,
+    batch: int,
+    device: str,
+) -> list[list[int]]:
     """Sampled responses (temperature 1, top_p 1, top_k 0 = the full distribution), each cut after its
     first EOS (kept). The sampling noise comes from `seed` alone, so a round's responses do not depend on
     what ran before it (a resumed run samples the same)."""
@@ -80,14 +94,23 @@ def generate(policy: Policy, queries: list[list[int]], tokenizer, new_tokens: in
     with torch.random.fork_rng(devices=[device] if device.startswith("cuda") else []):
         torch.manual_seed(seed)
         for start in range(0, len(queries), batch):
-            chunk = queries[start:start + batch]
+            chunk = queries[start : start + batch]
             width = max(map(len, chunk))
             # Left-padded for generation (generate() derives the positions from the attention mask).
             ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(q)) + q for q in chunk], device=device)
             attention = torch.tensor([[0] * (width - len(q)) + [1] * len(q) for q in chunk], device=device)
-            out = policy.lm.generate(input_ids=ids, attention_mask=attention, do_sample=True, top_k=top_k, top_p=1.0,
-                                     temperature=1.0, max_new_tokens=new_tokens, min_new_tokens=min_new_tokens,
-                                     eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
+            out = policy.lm.generate(
+                input_ids=ids,
+                attention_mask=attention,
+                do_sample=True,
+                top_k=top_k,
+                top_p=1.0,
+                temperature=1.0,
+                max_new_tokens=new_tokens,
+                min_new_tokens=min_new_tokens,
+                eos_token_id=eos,
+                pad_token_id=tokenizer.pad_token_id,
+            )
             for row in out[:, width:].tolist():
                 responses.append(row[: row.index(eos) + 1] if eos in row else row)
     return responses

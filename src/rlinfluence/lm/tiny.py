@@ -28,12 +28,27 @@ import torch
 KIND = ("kind", "lovely", "great", "friendly", "helpful", "gentle", "happy", "warm", "wonderful", "honest")
 TOXIC = ("stupid", "idiot", "ugly", "dumb", "awful", "trash", "loser", "nasty", "jerk", "pathetic")
 NEUTRAL = ("tall", "quiet", "busy", "late", "new", "old", "small", "loud")
-SUBJECTS = ("you", "he", "she", "they", "my neighbour", "the teacher", "that guy", "your friend", "the driver",
-            "our boss")
+SUBJECTS = (
+    "you",
+    "he",
+    "she",
+    "they",
+    "my neighbour",
+    "the teacher",
+    "that guy",
+    "your friend",
+    "the driver",
+    "our boss",
+)
 VERBS = ("is", "was", "seems", "looks", "sounds")
 NOUNS = ("person", "idea", "movie", "day", "answer", "song", "plan", "team")
-TEMPLATES = ("{s} {v} a {a} {n} .", "{s} {v} so {a} and {a} .", "i think {s} {v} {a} .",
-             "what a {a} {n} , {s} {v} {a} .", "honestly {s} {v} {a} , really {a} .")
+TEMPLATES = (
+    "{s} {v} a {a} {n} .",
+    "{s} {v} so {a} and {a} .",
+    "i think {s} {v} {a} .",
+    "what a {a} {n} , {s} {v} {a} .",
+    "honestly {s} {v} {a} , really {a} .",
+)
 # The eval prompts ("Wiki-Toxic" of the tiny world) use templates the train prompts never start with.
 EVAL_TEMPLATES = ("everyone says {s} {v} {a} and {a} .", "the {n} {v} {a} , just {a} .")
 TOXIC_SHARE = 0.6
@@ -128,18 +143,32 @@ def _build(assets: TinyAssets, cfg) -> None:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=cfg.vocab_size, special_tokens=[EOS, PAD],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=EOS, eos_token=EOS, unk_token=EOS,
-                                        pad_token=PAD)
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=cfg.vocab_size, special_tokens=[EOS, PAD], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token=EOS, eos_token=EOS, unk_token=EOS, pad_token=PAD
+    )
     tokenizer.save_pretrained(assets.tokenizer)
 
     eos = tokenizer.convert_tokens_to_ids(EOS)
     assert isinstance(eos, int)  # one token, one id
-    config = GPTNeoConfig(vocab_size=len(tokenizer), max_position_embeddings=64, hidden_size=cfg.hidden_size,
-                          num_layers=cfg.layers, attention_types=[[["global"], cfg.layers]], num_heads=cfg.heads,
-                          intermediate_size=4 * cfg.hidden_size, window_size=32, bos_token_id=eos, eos_token_id=eos,
-                          pad_token_id=tokenizer.pad_token_id)
+    config = GPTNeoConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=64,
+        hidden_size=cfg.hidden_size,
+        num_layers=cfg.layers,
+        attention_types=[[["global"], cfg.layers]],
+        num_heads=cfg.heads,
+        intermediate_size=4 * cfg.hidden_size,
+        window_size=32,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = GPTNeoForCausalLM(config)

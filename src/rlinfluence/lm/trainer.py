@@ -73,8 +73,12 @@ class LMTrainer:
         require_one_of("influence.checkpoints", cfg.influence.checkpoints, ("round_start",))
         if cfg.model.path != TINY:
             hub.require("model.path", cfg.model.path, hub.MODEL)
-        for key, kind in (("reward_model", hub.MODEL), ("eval_classifier", hub.MODEL), ("prompts", hub.DATASET),
-                          ("eval_prompts", hub.DATASET)):
+        for key, kind in (
+            ("reward_model", hub.MODEL),
+            ("eval_classifier", hub.MODEL),
+            ("prompts", hub.DATASET),
+            ("eval_prompts", hub.DATASET),
+        ):
             if lm[key] != TINY:
                 hub.require(f"env.lm.{key}", lm[key], kind)
 
@@ -86,18 +90,26 @@ class LMTrainer:
         self.optimizer = make_optimizer(cfg.optimizer, [p for p in self.policy.parameters() if p.requires_grad])
         self.kl = AdaptiveKLController(self.lm_cfg.kl.init, self.lm_cfg.kl.target, self.lm_cfg.kl.horizon)
         self.reward = make_reward(self.lm_cfg, self.device)
-        self.prompts = load_prompts(self.lm_cfg, self.tokenizer, cfg.eval.episodes,
-                                    int(self.streams["prompts"].generate_state(1)[0]))
+        self.prompts = load_prompts(
+            self.lm_cfg, self.tokenizer, cfg.eval.episodes, int(self.streams["prompts"].generate_state(1)[0])
+        )
         if len(self.prompts.train) < cfg.env.n_steps:
             raise ConfigError(f"env.n_steps={cfg.env.n_steps} exceeds the {len(self.prompts.train)} train prompts")
-        self.evaluator = ToxicityEvaluator(self.prompts.eval, self.tokenizer, self.reward,
-                                           make_toxicity(self.lm_cfg, self.device), self.lm_cfg,
-                                           self.streams["eval"], self.device)
+        self.evaluator = ToxicityEvaluator(
+            self.prompts.eval,
+            self.tokenizer,
+            self.reward,
+            make_toxicity(self.lm_cfg, self.device),
+            self.lm_cfg,
+            self.streams["eval"],
+            self.device,
+        )
         self.method = make_selection(cfg)
         self.selection_rng = numpy_generator(self.streams["selection"])
         self.shuffle_rng = numpy_generator(self.streams["shuffle"])
-        self.record_loss = record_loss_fn(cfg.ppo.clip_range, self.lm_cfg.value_clip, cfg.ppo.vf_coef,
-                                          self.lm_cfg.influence_value_loss)
+        self.record_loss = record_loss_fn(
+            cfg.ppo.clip_range, self.lm_cfg.value_clip, cfg.ppo.vf_coef, self.lm_cfg.influence_value_loss
+        )
 
     # ------------------------------------------------------------------ the stages
 
@@ -107,12 +119,21 @@ class LMTrainer:
         per_pass = n_train // size
         order = np.random.default_rng(child_stream(self.streams["prompts"], (k - 1) // per_pass)).permutation(n_train)
         position = (k - 1) % per_pass
-        return [self.prompts.train[i] for i in order[position * size:(position + 1) * size]]
+        return [self.prompts.train[i] for i in order[position * size : (position + 1) * size]]
 
     def rollout(self, queries: list[list[int]], seed: int, new_tokens: int) -> Sequences:
         """Sampled responses to `queries`, scored by the reward model."""
-        responses = generate(self.policy, queries, self.tokenizer, new_tokens, self.lm_cfg.min_new_tokens, 0, seed,
-                             self.lm_cfg.generation_batch, self.device)
+        responses = generate(
+            self.policy,
+            queries,
+            self.tokenizer,
+            new_tokens,
+            self.lm_cfg.min_new_tokens,
+            0,
+            seed,
+            self.lm_cfg.generation_batch,
+            self.device,
+        )
         scores = self.reward(self.tokenizer.batch_decode(responses, skip_special_tokens=True))
         return pack(queries, responses, scores, self.tokenizer.pad_token_id, self.device)
 
@@ -136,8 +157,9 @@ class LMTrainer:
             with self.policy.reference():
                 batch.ref_logprobs[ids, :width], _ = self.policy(part.input_ids, part.attention_mask)
         rewards = penalized_rewards(batch.scores, batch.logprobs, batch.ref_logprobs, batch.mask, self.kl.value)
-        advantages, batch.returns = token_gae(rewards, batch.values, batch.mask, self.cfg.ppo.gamma,
-                                              self.cfg.ppo.gae_lambda)
+        advantages, batch.returns = token_gae(
+            rewards, batch.values, batch.mask, self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda
+        )
         batch.advantages = masked_whiten(advantages, batch.mask) if self.cfg.ppo.normalize_advantage else advantages
         batch.kl = sequence_kl(batch.logprobs, batch.ref_logprobs, batch.mask)
         return batch.mean_kl()
@@ -181,9 +203,14 @@ class LMTrainer:
         return self.evaluator.evaluate(self.policy, k)
 
     def state_dict(self, k: int) -> dict[str, Any]:
-        return {"round": k, "policy": self.policy.trainable_state(), "optimizer": self.optimizer.state_dict(),
-                "kl_coef": self.kl.value, "selection_rng": self.selection_rng.bit_generator.state,
-                "shuffle_rng": self.shuffle_rng.bit_generator.state}
+        return {
+            "round": k,
+            "policy": self.policy.trainable_state(),
+            "optimizer": self.optimizer.state_dict(),
+            "kl_coef": self.kl.value,
+            "selection_rng": self.selection_rng.bit_generator.state,
+            "shuffle_rng": self.shuffle_rng.bit_generator.state,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> int:
         self.policy.load_trainable_state(state["policy"])

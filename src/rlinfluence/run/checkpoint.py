@@ -57,8 +57,10 @@ def save_snapshot(run_dir: Path, state: dict[str, Any]) -> None:
 def load_snapshot(run_dir: Path, k: int) -> dict[str, Any]:
     state = _load_state(snapshot_path(run_dir, k))
     if state is None:
-        raise RunDirError(f"{snapshot_path(run_dir, k)} does not exist: the run kept no snapshot of round {k} "
-                          f"(train it with checkpoint.snapshots=true; force=true if it finished without)")
+        raise RunDirError(
+            f"{snapshot_path(run_dir, k)} does not exist: the run kept no snapshot of round {k} "
+            f"(train it with checkpoint.snapshots=true; force=true if it finished without)"
+        )
     return state
 
 

@@ -36,8 +36,11 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
     """Checks the run dir, creates it, trains; says which run dir and final test return either way."""
     resume = check_run(cfg, run_dir)
     if resume is None:
-        print(f"rlinfluence: {run_dir} is already finished, final test return {final_test_return(run_dir)} "
-              f"(force=true reruns it)", file=sys.stderr)
+        print(
+            f"rlinfluence: {run_dir} is already finished, final test return {final_test_return(run_dir)} "
+            f"(force=true reruns it)",
+            file=sys.stderr,
+        )
         return None
     rundir.create_run_dir(run_dir, cfg.runs_root)
     if cfg.force:
@@ -46,8 +49,11 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
     record_invocation(cfg, run_dir)
     announce_env_optimizer(cfg)
     summary = train(cfg, run_dir, resume)
-    print(f"rlinfluence: trained {run_dir} (env.rounds={summary['rounds']}), final test return "
-          f"{final_test_return(run_dir)}", file=sys.stderr)
+    print(
+        f"rlinfluence: trained {run_dir} (env.rounds={summary['rounds']}), final test return "
+        f"{final_test_return(run_dir)}",
+        file=sys.stderr,
+    )
     return summary
 
 
@@ -56,8 +62,11 @@ def announce_env_optimizer(cfg: DictConfig) -> None:
     the console when the run trains with its env's choice."""
     env_choice = rundir.preset(cfg.env.name).optimizer.name
     if cfg.optimizer.name == env_choice != OptimizerConfig.name:
-        print(f"rlinfluence: env={cfg.env.name} trains with optimizer={cfg.optimizer.name}, as its config "
-              f"(conf/env/{cfg.env.name}.yaml) sets", file=sys.stderr)
+        print(
+            f"rlinfluence: env={cfg.env.name} trains with optimizer={cfg.optimizer.name}, as its config "
+            f"(conf/env/{cfg.env.name}.yaml) sets",
+            file=sys.stderr,
+        )
 
 
 def record_invocation(cfg: DictConfig, run_dir: Path) -> None:

@@ -19,10 +19,27 @@ from omegaconf import DictConfig, OmegaConf
 from rlinfluence.run.checkpoint import METRICS, unreadable
 
 COLUMNS = [
-    "round", "env_steps", "test_return", "test_return_sem", "eval_episodes", "train_return",
-    "n_records", "n_kept", "n_negative", "kept_fraction", "gradient_steps",
-    "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-    "time_collect", "time_influence", "time_select", "time_update", "time_eval",
+    "round",
+    "env_steps",
+    "test_return",
+    "test_return_sem",
+    "eval_episodes",
+    "train_return",
+    "n_records",
+    "n_kept",
+    "n_negative",
+    "kept_fraction",
+    "gradient_steps",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "time_collect",
+    "time_influence",
+    "time_select",
+    "time_update",
+    "time_eval",
     "influence_step_spearman",  # influence.checkpoints=every_step only
 ]
 # The language-model agent's columns beyond those (lm/trainer.py): test toxicity, the KL controller, and
@@ -44,8 +61,9 @@ def rows_to_resume(path: Path, last_round: int) -> list[dict[str, str]]:
     and a row cut short by a kill (missing fields) can only be one of them."""
     try:
         with open(path, newline="") as handle:
-            rows = [row for row in csv.DictReader(handle)
-                    if None not in row.values() and int(row["round"]) <= last_round]
+            rows = [
+                row for row in csv.DictReader(handle) if None not in row.values() and int(row["round"]) <= last_round
+            ]
         rounds = [int(row["round"]) for row in rows]
     except (OSError, csv.Error, UnicodeDecodeError, ValueError, KeyError) as error:
         raise unreadable(path, error) from None
@@ -67,27 +85,39 @@ class WandbMirror:
             import wandb
 
             self.run = wandb.init(
-                project=cfg.logger.project, entity=cfg.logger.entity,
-                group=cfg.logger.group or f"{cfg.experiment_name}/{cfg.env.name}", name=run_name,
-                tags=list(cfg.logger.tags), mode=cfg.logger.mode, dir=str(run_dir),
+                project=cfg.logger.project,
+                entity=cfg.logger.entity,
+                group=cfg.logger.group or f"{cfg.experiment_name}/{cfg.env.name}",
+                name=run_name,
+                tags=list(cfg.logger.tags),
+                mode=cfg.logger.mode,
+                dir=str(run_dir),
                 # The same run dir always maps to the same W&B run id, so a resumed run continues it.
-                id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16], resume="allow",
-                config=cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)), reinit="finish_previous",
+                id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16],
+                resume="allow",
+                config=cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)),
+                reinit="finish_previous",
                 settings=wandb.Settings(init_timeout=cfg.logger.init_timeout),
             )
         except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training
             self._disable(error)
 
     def _disable(self, error: Exception) -> None:
-        print(f"rlinfluence: W&B mirror disabled, metrics.csv continues ({type(error).__name__}: {error})",
-              file=sys.stderr)
+        print(
+            f"rlinfluence: W&B mirror disabled, metrics.csv continues ({type(error).__name__}: {error})",
+            file=sys.stderr,
+        )
         self.run = None
 
     def log(self, row: dict[str, Any]) -> None:
         if self.run is None:
             return
-        data = {f"{section}/{key}": row[key] for section, keys in SECTIONS.items() for key in keys
-                if key in row and not (isinstance(row[key], float) and math.isnan(row[key]))}
+        data = {
+            f"{section}/{key}": row[key]
+            for section, keys in SECTIONS.items()
+            for key in keys
+            if key in row and not (isinstance(row[key], float) and math.isnan(row[key]))
+        }
         try:
             self.run.log(data, step=int(row["round"]))
         except Exception as error:  # noqa: BLE001
@@ -105,8 +135,9 @@ class WandbMirror:
 
 
 class RunLogger:
-    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, kept: list[dict[str, str]],
-                 columns: list[str] = COLUMNS):
+    def __init__(
+        self, cfg: DictConfig, run_dir: Path, run_name: str, kept: list[dict[str, str]], columns: list[str] = COLUMNS
+    ):
         """`kept`: the rows a resumed run keeps (`rows_to_resume`); the file restarts with them.
         `columns`: the agent's metrics.csv columns."""
         self.path = run_dir / METRICS

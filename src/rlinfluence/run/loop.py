@@ -32,13 +32,23 @@ from rlinfluence.run.rundir import DONE, IDENTITY, RESULTS, config_hash, method_
 from rlinfluence.selection import numeric_p
 
 
-def _summary(cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool,
-             processes: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(
+    cfg: DictConfig, rounds_completed: int, final_test_return: float | None, done: bool, processes: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
-        "experiment": cfg.experiment_name, "env": cfg.env.name, "method": cfg.method.name,
-        "method_tag": method_tag(cfg.method), "p": numeric_p(cfg.method.p), "optimizer": cfg.optimizer.name,
-        "protocol": protocol_tag(cfg), "config_hash": config_hash(cfg), "seed": cfg.seed, "rounds": cfg.env.rounds,
-        "rounds_completed": rounds_completed, "final_test_return": final_test_return, "done": done,
+        "experiment": cfg.experiment_name,
+        "env": cfg.env.name,
+        "method": cfg.method.name,
+        "method_tag": method_tag(cfg.method),
+        "p": numeric_p(cfg.method.p),
+        "optimizer": cfg.optimizer.name,
+        "protocol": protocol_tag(cfg),
+        "config_hash": config_hash(cfg),
+        "seed": cfg.seed,
+        "rounds": cfg.env.rounds,
+        "rounds_completed": rounds_completed,
+        "final_test_return": final_test_return,
+        "done": done,
         "provenance": processes,
     }
 
@@ -87,24 +97,33 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None
         except Interrupted as stop:
             raise _interrupted(stop, start, cfg) from None
         try:
-            return _train_rounds(cfg, run_dir, resume, trainer, start, signals,
-                                 cfg.env.rounds if last_round is None else last_round)
+            return _train_rounds(
+                cfg, run_dir, resume, trainer, start, signals, cfg.env.rounds if last_round is None else last_round
+            )
         finally:
             trainer.close()
 
 
 def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
-    return RunInterrupted(f"interrupted in round {k} of {cfg.env.rounds}; rerun the same command to resume",
-                          stop.exit_code)
+    return RunInterrupted(
+        f"interrupted in round {k} of {cfg.env.rounds}; rerun the same command to resume", stop.exit_code
+    )
 
 
-def _train_rounds(cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int,
-                  signals: StopSignals, last_round: int) -> dict[str, Any]:
+def _train_rounds(
+    cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int, signals: StopSignals, last_round: int
+) -> dict[str, Any]:
     name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
     processes = _processes(run_dir, resume)
-    progress = tqdm(range(start, last_round + 1), desc=name, initial=start, total=cfg.env.rounds + 1,
-                    disable=not cfg.progress, unit="round")
+    progress = tqdm(
+        range(start, last_round + 1),
+        desc=name,
+        initial=start,
+        total=cfg.env.rounds + 1,
+        disable=not cfg.progress,
+        unit="round",
+    )
     try:
         if resume.checkpoint:
             trainer.load_state_dict(resume.checkpoint)

@@ -43,6 +43,7 @@ def describe_code_version(where: Path = REPO_ROOT) -> str:
 
 def library_versions() -> str:
     """`torch==2.13.0+cpu;numpy==2.4.6;...` for those of LIBRARIES that are installed."""
+
     def installed(name: str) -> str | None:
         try:
             return metadata.version(name)
@@ -66,6 +67,7 @@ def merged_provenance(earlier: list[dict[str, Any]], now: dict[str, Any]) -> lis
 def tidy_provenance(processes: list[dict[str, Any]]) -> dict[str, Any]:
     """A run's PROVENANCE_COLUMNS: each one's distinct values over its processes, `+`-joined; empty for a
     run recorded before summary.json kept them."""
+
     def joined(column: str) -> Any:
         values = list(dict.fromkeys(str(process[column]) for process in processes))
         return "+".join(values) if values else None

@@ -59,8 +59,11 @@ class ReplayResult:
 
 def run_path(run: pd.Series) -> str:
     """A committed run's run-dir path below runs_root, from its tidy row (rundir.run_leaf's parts)."""
-    leaf = [run.method_tag] + ([run.protocol] if run.protocol != rundir.CLEAN else []) + (
-        [run.config_hash] if run.config_hash != "default" else [])
+    leaf = (
+        [run.method_tag]
+        + ([run.protocol] if run.protocol != rundir.CLEAN else [])
+        + ([run.config_hash] if run.config_hash != "default" else [])
+    )
     return f"{run.experiment}/{run.env}/{run.optimizer}/{'-'.join(leaf)}/seed{run.seed}"
 
 
@@ -90,8 +93,10 @@ def overrides_of(run: pd.Series, settings: dict[str, dict[str, Any]]) -> list[st
         cfg = compose("config", overrides=[*job, *recorded])
         if f"{cfg.experiment_name}/{rundir.relative_run_dir(cfg).as_posix()}" == run.path:
             return [*job, *recorded]
-    raise ConfigError(f"replay.run: no experiment overlay (conf/experiment/) with the settings of config_hash "
-                      f"{run.config_hash} makes the committed run {run.path}; its settings cannot be recovered")
+    raise ConfigError(
+        f"replay.run: no experiment overlay (conf/experiment/) with the settings of config_hash "
+        f"{run.config_hash} makes the committed run {run.path}; its settings cannot be recovered"
+    )
 
 
 # ----------------------------------------------------------------------------- replaying one
@@ -104,8 +109,9 @@ def same(committed: float, replayed: float, full_precision: bool) -> bool:
 
 
 def first_difference(committed: pd.DataFrame, replayed: pd.DataFrame, full_precision: bool) -> str | None:
-    for k, (old, new) in enumerate(zip(committed[COMPARED_COLUMNS].itertuples(index=False),
-                                       replayed[COMPARED_COLUMNS].itertuples(index=False))):
+    for k, (old, new) in enumerate(
+        zip(committed[COMPARED_COLUMNS].itertuples(index=False), replayed[COMPARED_COLUMNS].itertuples(index=False))
+    ):
         for column, was, now in zip(COMPARED_COLUMNS, old, new):
             if not same(was, now, full_precision):
                 return f"round {k} {column}: committed {was!r}, replayed {now!r}"
@@ -135,15 +141,19 @@ def matching_runs(cfg: DictConfig, tidy: pd.DataFrame) -> pd.DataFrame:
     matched = runs[[fnmatch.fnmatchcase(path, cfg.replay.run) for path in runs["path"]]]
     if matched.empty:
         examples = ", ".join(runs["path"].head(3))
-        raise ConfigError(f"replay.run={cfg.replay.run} matches no committed run of figures.data_dir="
-                          f"{cfg.figures.data_dir} (runs are named like {examples})")
+        raise ConfigError(
+            f"replay.run={cfg.replay.run} matches no committed run of figures.data_dir="
+            f"{cfg.figures.data_dir} (runs are named like {examples})"
+        )
     return matched
 
 
 def check_replay(cfg: DictConfig) -> None:
     if cfg.replay.run is None:
-        raise ConfigError("task=replay needs replay.run=<experiment>/<env>/<optimizer>/<leaf>/seed<k> "
-                          "(wildcards allowed), e.g. replay.run=main/frozenlake/sgd/iif-p50/seed0")
+        raise ConfigError(
+            "task=replay needs replay.run=<experiment>/<env>/<optimizer>/<leaf>/seed<k> "
+            "(wildcards allowed), e.g. replay.run=main/frozenlake/sgd/iif-p50/seed0"
+        )
     if cfg.replay.rounds < 0:
         raise ConfigError(f"replay.rounds={cfg.replay.rounds} must be >= 0 (rounds re-trained after round 0)")
     matching_runs(cfg, load_tidy(in_repo(cfg.figures.data_dir)))
@@ -167,8 +177,10 @@ def replay_runs(cfg: DictConfig) -> list[ReplayResult]:
 def replay(cfg: DictConfig) -> list[ReplayResult]:
     results = replay_runs(cfg)
     differ = sum(result.difference is not None for result in results)
-    print(f"rlinfluence: replayed {len(results)} committed run(s): {len(results) - differ} equal, {differ} differ",
-          file=sys.stderr)
+    print(
+        f"rlinfluence: replayed {len(results)} committed run(s): {len(results) - differ} equal, {differ} differ",
+        file=sys.stderr,
+    )
     if differ:
         raise SystemExit(1)
     return results

@@ -68,8 +68,9 @@ def run_leaf(cfg: DictConfig) -> str:
     """The run's folder name above seed<k>: the method's tag, the protocol's unless it is clean, and the
     hash of the other non-default settings when there are any."""
     protocol, changed = protocol_tag(cfg), config_hash(cfg)
-    return "-".join([method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else [])
-                    + ([changed] if changed else []))
+    return "-".join(
+        [method_tag(cfg.method)] + ([protocol] if protocol != CLEAN else []) + ([changed] if changed else [])
+    )
 
 
 def relative_run_dir(cfg: DictConfig) -> Path:
@@ -101,8 +102,19 @@ def create_run_dir(path: Path, runs_root: str) -> None:
 # whether per-round snapshots are kept, what the analyses do with them.
 # (device and torch_threads are result-affecting: CPU and GPU kernels, and kernels on different thread
 # counts, need not give bit-identical numbers.)
-NOT_RESULT_AFFECTING = ("hydra", "task", "experiment_name", "runs_root", "force", "progress", "logger", "figures",
-                        "checkpoint", "analysis", "replay")
+NOT_RESULT_AFFECTING = (
+    "hydra",
+    "task",
+    "experiment_name",
+    "runs_root",
+    "force",
+    "progress",
+    "logger",
+    "figures",
+    "checkpoint",
+    "analysis",
+    "replay",
+)
 # Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
 # env.eval_episodes -> eval.episodes), and the method's name, p and variant, which its tag in the path
 # names. The method's other settings (td_error's alpha) are hashed relative to the method's preset; the
@@ -120,8 +132,11 @@ def _under(key: str, prefixes: tuple[str, ...]) -> bool:
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(tree, dict):
         return {prefix: tree}
-    return {flat_key: value for key, subtree in tree.items()
-            for flat_key, value in flatten(subtree, f"{prefix}.{key}" if prefix else str(key)).items()}
+    return {
+        flat_key: value
+        for key, subtree in tree.items()
+        for flat_key, value in flatten(subtree, f"{prefix}.{key}" if prefix else str(key)).items()
+    }
 
 
 def _unread_method_keys(cfg: DictConfig) -> tuple[str, ...]:
@@ -134,8 +149,11 @@ def _unread_method_keys(cfg: DictConfig) -> tuple[str, ...]:
 def result_settings(cfg: DictConfig) -> dict[str, Any]:
     """Every setting the run's results depend on, resolved, as {dotted key: value} sorted by key."""
     # Node by node, so that the `hydra` node of a full config is never resolved.
-    tree = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
-            for key in cfg if key not in NOT_RESULT_AFFECTING}
+    tree = {
+        key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
+        for key in cfg
+        if key not in NOT_RESULT_AFFECTING
+    }
     settings, elsewhere = flatten(tree), COMPARED_ELSEWHERE + _unread_method_keys(cfg)
     return {key: settings[key] for key in sorted(settings) if not _under(key, elsewhere)}
 
@@ -163,6 +181,7 @@ def _search_path() -> str:
 
 
 # Composed once per search path (the cache key) and overrides: a sweep composes each env/optimizer/method once.
+
 
 @functools.cache
 def _composed(search_path: str, overrides: tuple[str, ...]) -> DictConfig:
@@ -259,19 +278,25 @@ def check_identity(path: Path, cfg: DictConfig) -> None:
     if not any((path / name).exists() for name in RESULTS):
         return
     if not (path / IDENTITY).exists():
-        print(f"rlinfluence: {path} predates {IDENTITY}, so its settings cannot be checked; taking it as this "
-              f"command's run (force=true restarts it)", file=sys.stderr)
+        print(
+            f"rlinfluence: {path} predates {IDENTITY}, so its settings cannot be checked; taking it as this "
+            f"command's run (force=true restarts it)",
+            file=sys.stderr,
+        )
         return
     try:
         recorded = dict(json.loads((path / IDENTITY).read_text())["settings"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise unreadable(path / IDENTITY, error) from None
     stored, settings = settings_as_now(recorded, cfg), result_settings(cfg)
-    differing = sorted(key for key in stored.keys() | settings.keys()
-                       if stored.get(key, UNSET) != settings.get(key, UNSET))
+    differing = sorted(
+        key for key in stored.keys() | settings.keys() if stored.get(key, UNSET) != settings.get(key, UNSET)
+    )
     if differing:
         key, count = differing[0], len(differing)
         was, now = json.dumps(stored.get(key, UNSET)), json.dumps(settings.get(key, UNSET))
         predates = " (its default: the run predates the key)" if key in stored and key not in recorded else ""
-        raise RunDirError(f"{path} was made with {key}={was}{predates}, this command has {key}={now} "
-                          f"({count} setting(s) differ); {RESTART}")
+        raise RunDirError(
+            f"{path} was made with {key}={was}{predates}, this command has {key}={now} "
+            f"({count} setting(s) differ); {RESTART}"
+        )

@@ -26,8 +26,9 @@ TASKS: dict[str, Callable[[DictConfig], Any]] = {}
 TASK_CHECKS: dict[str, Callable[[DictConfig], None]] = {}
 
 
-def register(name: str, check: Callable[[DictConfig], None] | None = None
-             ) -> Callable[[Callable[[DictConfig], Any]], Callable[[DictConfig], Any]]:
+def register(
+    name: str, check: Callable[[DictConfig], None] | None = None
+) -> Callable[[Callable[[DictConfig], Any]], Callable[[DictConfig], Any]]:
     def add(task: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
         TASKS[name] = task
         if check is not None:
