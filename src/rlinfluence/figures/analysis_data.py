@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -54,7 +55,7 @@ class AnalysisData(RestrictableByEnvs):
     @property
     def command(self) -> str:
         """One `-m` command per distinct overrides, over the envs that share them."""
-        own, envs_by_overrides = dict(self.env_overrides), {}
+        own, envs_by_overrides = dict(self.env_overrides), dict[str, list[str]]()
         for env in self.envs:
             envs_by_overrides.setdefault(own.get(env, self.overrides), []).append(env)
         return " && ".join(
@@ -76,7 +77,7 @@ class AnalysisData(RestrictableByEnvs):
     def _files(self, data_dir: Path) -> tuple[list[Path], dict[str, list[str]]]:
         """The CSVs of this output's envs made with the settings of its command (their identity's), and per
         env the others with the first setting in which each differs: those are never drawn."""
-        files, others = [], {}
+        files, others = [], dict[str, list[str]]()
         for path in sorted((data_dir / ANALYSES / self.analysis).glob(f"*{self.suffix}")):
             env = path.stem.split("-seed")[0]
             variant = self.variant_for(env)
@@ -133,7 +134,7 @@ def documented_identities(data_dir: Path, outputs: tuple[Output, ...]) -> dict[P
     """Each analysis CSV under `data_dir` whose (analysis, env, variant) an output of `outputs` reads, with the
     identity of that output's command for its seed: the identity of CSVs made before analyses carried one
     (paper_figures/backfill_config_hash.py). Outputs reading the same CSVs must document the same command."""
-    documented = {}
+    documented: dict[tuple[str, str, str], dict[str, Any]] = {}
     for data in (output.runs for output in outputs if isinstance(output.runs, AnalysisData)):
         for env in data.envs:
             variant = data.variant_for(env)
@@ -144,7 +145,10 @@ def documented_identities(data_dir: Path, outputs: tuple[Output, ...]) -> dict[P
                 )
     found = {}
     for path in sorted(p for p in (Path(data_dir) / ANALYSES).glob("*/*") if p.suffix in (".csv", ".npz")):
-        env, seed, variant = re.fullmatch(r"(.+)-seed(\d+)(.*)", path.stem).groups()
+        named = re.fullmatch(r"(.+)-seed(\d+)(.*)", path.stem)
+        if named is None:
+            raise ValueError(f"{path}: an analysis file is named <env>-seed<k>[<variant>]")
+        env, seed, variant = named.groups()
         if (path.parent.name, env, variant) in documented:
             found[path] = documented[path.parent.name, env, variant] | {"seed": int(seed)}
     return found

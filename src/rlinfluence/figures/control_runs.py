@@ -8,6 +8,7 @@ standard PPO of the same seed (same initial policy).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -38,12 +39,19 @@ class ArmRuns:
     every shared seed (studies that grow across sittings), at least `seeds`. A subclass says where the runs
     come from: those attributes and `command_for(env)`, the command that makes an env's runs."""
 
-    experiment: str
-    envs: tuple[str, ...]
     arms: tuple[Arm, ...]
-    seeds: int
-    protocols: tuple[str, ...]
     all_seeds: bool
+
+    if TYPE_CHECKING:  # a subclass's fields or properties (read-only here, so either fits)
+
+        @property
+        def experiment(self) -> str: ...
+        @property
+        def envs(self) -> tuple[str, ...]: ...
+        @property
+        def seeds(self) -> int: ...
+        @property
+        def protocols(self) -> tuple[str, ...]: ...
 
     def command_for(self, env: str) -> str:
         raise NotImplementedError

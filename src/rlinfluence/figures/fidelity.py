@@ -249,7 +249,7 @@ def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
         env_rows = rows[rows["env"] == env]
-        blocks = (
+        blocks: list[tuple[str, pd.DataFrame, str, tuple[Arm, ...]]] = (
             [(AUTHORS_SOURCE, env_rows[env_rows["source"] == AUTHORS_SOURCE], AUTHORS, (IIF,))]
             if AUTHORS_SOURCE in set(env_rows["source"])
             else []

@@ -66,7 +66,8 @@ def analysis_writes(fresh: dict[Path, dict[str, Any]], data_dir: Path, replace: 
     Refuses (RunDirError) two outputs with other settings for one place (e.g. from two experiment_names), and
     one that would replace a committed output made with other settings (or with settings not recorded)
     unless figures.replace names its group."""
-    refresh, claimed = Refresh(data_dir), {}
+    refresh = Refresh(data_dir)
+    claimed: dict[Path, tuple[Path, dict[str, Any]]] = {}  # committed place -> the first output for it
     for csv_path, identity in fresh.items():
         target = committed_path(data_dir, identity, csv_path.suffix)
         first = claimed.setdefault(target, (csv_path, identity))

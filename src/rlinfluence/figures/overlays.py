@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import cast
 
 from hydra import compose
 from omegaconf import OmegaConf
@@ -48,7 +49,9 @@ def overlay(name: str) -> Overlay:
     """conf/experiment/<name>.yaml, composed with its sweep."""
     with composing():
         cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
+    params = (
+        cast(dict[str, object], OmegaConf.to_container(cfg.hydra.sweeper.params)) if cfg.hydra.sweeper.params else {}
+    )
     jobs = expand_sweep(params, [f"+experiment={name}"])
     return Overlay(name, cfg.experiment_name, tuple(map(tuple, jobs)), cfg.env.name, protocol_tag(cfg))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 
@@ -140,7 +141,10 @@ def refresh_from_runs(runs_root: str | Path, data_dir: Path, replace: set[str]) 
 
 
 def regenerate(
-    data_dir: str | Path, out_dir: str | Path, runs_root: str | Path | None = None, replace: set[str] = frozenset()
+    data_dir: str | Path,
+    out_dir: str | Path,
+    runs_root: str | Path | None = None,
+    replace: AbstractSet[str] = frozenset(),
 ) -> list[tuple[str, str, str]]:
     """Draw every output whose runs are all in `data_dir`'s tidy CSVs into `out_dir`.
 

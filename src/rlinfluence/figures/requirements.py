@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Protocol, Self
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, cast
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -59,13 +59,19 @@ class RestrictableByEnvs:
     ENVS: ClassVar[str] = "envs"
 
     def restricted_to(self, envs: tuple[str, ...]) -> Self:
-        return replace(self, **{self.ENVS: envs})
+        return cast(Self, replace(cast(Any, self), **{self.ENVS: envs}))  # self is a frozen dataclass
+
+
+RequirementT = TypeVar("RequirementT", bound=Requirement)
 
 
 @dataclass(frozen=True)
-class Output:
+class Output(Generic[RequirementT]):
+    """A figure or table: its requirement's kind (`Output[Runs]`, `Output[AnalysisData]`, ...) is what its
+    builder may read of `output.runs`."""
+
     name: str  # file stem under the output dir
     title: str  # the paper's number for it, e.g. "Table 2"
     caption: str  # what is shown and how it is aggregated; written beside the output
-    runs: Requirement
-    build: Callable[[Output, pd.DataFrame], Figure | pd.DataFrame]  # a figure or a table of strings
+    runs: RequirementT
+    build: Callable[[Output[RequirementT], pd.DataFrame], Figure | pd.DataFrame]  # a figure or a table of strings

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import seaborn as sns
@@ -250,9 +251,9 @@ def runtime_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
 _CURVE_NOTE = (
     "Mean over seeds ± 95 % t-interval; training reward = the reward model's mean score of the round's rollouts."
 )
-_PAPER = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
+_PAPER: dict[str, Any] = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
 # The same outputs from the offline tiny world (env=toxicity_tiny), which a CPU makes in minutes.
-_TINY = dict(experiment="rlhf_tiny", envs=("toxicity_tiny",), model="tiny", seeds=3, device="cpu")
+_TINY: dict[str, Any] = dict(experiment="rlhf_tiny", envs=("toxicity_tiny",), model="tiny", seeds=3, device="cpu")
 
 OUTPUTS: tuple[Output, ...] = tuple(
     output

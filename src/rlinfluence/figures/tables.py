@@ -45,7 +45,7 @@ def summary_rows(
         second = {} if len(key) == 1 else {"p (%)": f"{key[1]:g}"} if keys[1] == "p" else {keys[1].capitalize(): key[1]}
         key_cells = {"Env": paper.ENV_TITLES[key[0]], **second}
         ours = {header: pm_over_seeds(group[col], digits) for col, header in columns.items()}
-        reported = paper_values(key) or {}
+        reported: dict[str, tuple[float, float]] = paper_values(key) or {}
         theirs = {
             header: pm(*reported[col], digits) if col in reported else MISSING_CELL for col, header in columns.items()
         }
