@@ -394,7 +394,7 @@ def test_a_growing_study_uses_every_common_seed_and_the_paper_figures_their_coun
 
 def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():
     from rlinfluence.figures.arms import IIF, STANDARD
-    from rlinfluence.figures.collapse import COLLAPSE, collapse_table
+    from rlinfluence.figures.collapse import collapse_table, failure
     from rlinfluence.figures.control_runs import Runs
 
     def run(seed, arm, curve):
@@ -427,7 +427,7 @@ def test_collapse_table_counts_failed_seeds_with_a_wilson_interval():
     assert result.loc["IIF", "Failed / seeds"] == "2 / 3" and result.loc["IIF", "Failed seeds"] == "0, 2"
     assert result.loc["IIF", "Rate [95 % Wilson CI]"] == "67 % [21, 94]"
     assert result.loc["Standard PPO", "Failed / seeds"] == "0 / 3"
-    assert result.loc["IIF", "Failure"] == COLLAPSE["acrobot"].criterion == "test return < −150 up to round 20"
+    assert result.loc["IIF", "Failure"] == failure("acrobot").criterion == "test return < −150 up to round 20"
 
 
 def test_p_ablation_paper_has_no_p_6_25_row(made):

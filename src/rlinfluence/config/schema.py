@@ -246,6 +246,12 @@ class LoggerConfig:
 
 
 @dataclass
+class FailureConfig:
+    below: float = MISSING
+    by_round: int | None = None
+
+
+@dataclass
 class FiguresConfig:
     data_dir: str = "paper_figures/data"
     out_dir: str | None = None  # null: paper_figures, or <runs_root>/<experiment>/figures with `experiment`
@@ -254,6 +260,9 @@ class FiguresConfig:
     experiment: str | None = None
     # `<experiment>/<env>` groups whose committed runs a refresh may replace by runs made with other settings
     replace: list[str] = field(default_factory=list)
+    collapse: dict[str, FailureConfig] = field(
+        default_factory=dict
+    )  # per env: what a failed seed is (conf/config.yaml)
 
 
 @dataclass

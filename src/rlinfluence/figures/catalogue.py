@@ -25,7 +25,7 @@ from rlinfluence.figures.arms import (
     STANDARD,
     TD_ERROR,
 )
-from rlinfluence.figures.collapse import COLLAPSE, collapse_table
+from rlinfluence.figures.collapse import collapse_table, failure
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.curves import CURVES_NOTE, learning_curves
 from rlinfluence.figures.pairings import protocol_table
@@ -236,21 +236,21 @@ RUN_OUTPUTS: tuple[Output, ...] = (
     Output(
         "collapse_frozenlake",
         "Collapse rate (FrozenLake)",
-        f"Seeds of IIF (p = 50 %) {COLLAPSE['frozenlake'].whose}, with the rate's Wilson 95 % interval.",
+        f"Seeds of IIF (p = 50 %) {failure('frozenlake').whose}, with the rate's Wilson 95 % interval.",
         Runs("collapse", (IIF,), seeds_needed=10, all_seeds=True),
         collapse_table,
     ),
     Output(
         "collapse_acrobot",
         "Stuck seeds (Acrobot)",
-        f"Seeds {COLLAPSE['acrobot'].whose}, with the rate's Wilson 95 % interval.",
+        f"Seeds {failure('acrobot').whose}, with the rate's Wilson 95 % interval.",
         PROTOCOL_RUNS.restricted_to(("acrobot",)),
         collapse_table,
     ),
     Output(
         "robust_collapse_frozenlake",
         "Robust IIF: collapse rate (FrozenLake)",
-        f"Seeds {COLLAPSE['frozenlake'].whose}: plain IIF (p = 50 %) against the robust variants, "
+        f"Seeds {failure('frozenlake').whose}: plain IIF (p = 50 %) against the robust variants, "
         "our protocol, with the rate's Wilson 95 % interval.",
         # Plain IIF's runs are +experiment=collapse's clean ones.
         Runs("robust_collapse", (IIF, *ROBUST_ARMS), all_seeds=True),
@@ -259,7 +259,7 @@ RUN_OUTPUTS: tuple[Output, ...] = (
     Output(
         "robust_stall_acrobot",
         "Robust IIF: stuck seeds (Acrobot)",
-        f"Seeds {COLLAPSE['acrobot'].whose}: standard PPO, plain IIF (p = 50 %) and the "
+        f"Seeds {failure('acrobot').whose}: standard PPO, plain IIF (p = 50 %) and the "
         "robust variants, our protocol, with the rate's Wilson 95 % interval.",
         ROBUST_RUNS.restricted_to(("acrobot",)),
         collapse_table,

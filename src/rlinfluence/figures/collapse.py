@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
@@ -12,6 +13,7 @@ from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.pairings import pick
 from rlinfluence.figures.quantities import curve, final_return
 from rlinfluence.figures.requirements import Output
+from rlinfluence.run.rundir import compose_config
 
 
 @dataclass(frozen=True)
@@ -45,24 +47,27 @@ class Failure:
         return (metrics.first_round_reaching(curve(run), self.below) or 10**9) > self.by_round
 
 
-# What counts as a failed seed, per environment (paper_figures/README.md, Collapse).
-COLLAPSE = {"frozenlake": Failure(0.5), "acrobot": Failure(-150.0, by_round=20)}
+@functools.cache
+def failure(env: str) -> Failure:
+    """What counts as a failed seed of `env`: figures.collapse in conf/config.yaml."""
+    criterion = compose_config([]).figures.collapse[env]
+    return Failure(criterion.below, criterion.by_round)
 
 
 def collapse_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
-    """How many seeds of each arm fail (COLLAPSE), with the rate's Wilson 95 % interval."""
+    """How many seeds of each arm fail (`failure`), with the rate's Wilson 95 % interval."""
     table = []
     for env in output.runs.envs:
-        failure = COLLAPSE[env]
+        criterion = failure(env)
         for protocol in output.runs.protocols:
             for arm in output.runs.arms:
                 runs = pick(rows[rows["env"] == env], arm, protocol)
-                failed_seeds = sorted(seed for seed, run in runs.groupby("seed") if failure.failed(run))
+                failed_seeds = sorted(seed for seed, run in runs.groupby("seed") if criterion.failed(run))
                 rate = metrics.rate_ci(len(failed_seeds), runs["seed"].nunique())
                 table.append(
                     {
                         "Env": paper.ENV_TITLES[env],
-                        "Failure": failure.criterion,
+                        "Failure": criterion.criterion,
                         "Protocol": protocol,
                         "Arm": arm.label,
                         "Failed / seeds": f"{len(failed_seeds)} / {rate.n}",
