@@ -39,7 +39,7 @@ def _palette(arms) -> dict[str, tuple]:
     return dict(zip([arm.label for arm in arms], sns.color_palette("colorblind", len(arms))))
 
 
-def improvement_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def improvement_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     envs = output.runs.envs
     table = []
     for label, env_subset in [*((paper.ENV_TITLES[env], (env,)) for env in envs), ("All envs (mean)", envs)]:
@@ -58,7 +58,7 @@ def improvement_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def performance_profiles(output: Output, rows: pd.DataFrame) -> Figure:
+def performance_profiles(output: Output[Runs], rows: pd.DataFrame) -> Figure:
     per_seed = efficiency_per_seed(rows, FILTERS)
     palette = _palette(output.runs.arms)
     with figure_style():
@@ -78,7 +78,7 @@ def performance_profiles(output: Output, rows: pd.DataFrame) -> Figure:
     return fig
 
 
-def iqm_curves(output: Output, rows: pd.DataFrame) -> Figure:
+def iqm_curves(output: Output[Runs], rows: pd.DataFrame) -> Figure:
     envs, arms = output.runs.envs, output.runs.arms
     palette = _palette(arms)
     ncols = min(len(envs), 3)

@@ -35,7 +35,7 @@ PONG_ACTIONS = ("NOOP", "FIRE", "RIGHT (up)", "LEFT (down)", "RIGHTFIRE (up)", "
 RECORDS_PER_ROW = 2
 
 
-def bottom_frames_figure(output: Output, rows: pd.DataFrame) -> Figure:
+def bottom_frames_figure(output: Output[FrameData], rows: pd.DataFrame) -> Figure:
     """Fig. 9 (Pong): each record's stacked frames, oldest first, the most negative influence first."""
     [k] = output.runs.rounds
     rows = rows[rows["round"] == k].sort_values(["seed", "influence"])

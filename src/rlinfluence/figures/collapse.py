@@ -9,6 +9,7 @@ import pandas as pd
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
+from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.pairings import pick
 from rlinfluence.figures.quantities import curve, final_return
@@ -54,7 +55,7 @@ def failure(env: str) -> Failure:
     return Failure(criterion.below, criterion.by_round)
 
 
-def collapse_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def collapse_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     """How many seeds of each arm fail (`failure`), with the rate's Wilson 95 % interval."""
     table = []
     for env in output.runs.envs:

@@ -65,11 +65,11 @@ def removal_correlations(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def correlation_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def correlation_table(output: Output[AnalysisData], rows: pd.DataFrame) -> pd.DataFrame:
     return removal_correlations(rows)
 
 
-def removal_scatter(output: Output, rows: pd.DataFrame) -> Figure:
+def removal_scatter(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     """Actual Δf_return against each prediction, one row of panels per env; random groups coloured by
     size, the IIF and all-negative sets marked."""
     rows = rows[rows["kind"] != "none"]

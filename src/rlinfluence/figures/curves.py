@@ -10,13 +10,14 @@ from matplotlib.ticker import MaxNLocator
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
+from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import Output
 
 CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
 
 
-def learning_curves(output: Output, rows: pd.DataFrame) -> Figure:
+def learning_curves(output: Output[Runs], rows: pd.DataFrame) -> Figure:
     """The output's arms in each of its envs (`curves_figure`), one line style per protocol it compares."""
     runs = output.runs
     return curves_figure(

@@ -27,7 +27,7 @@ ARROWS = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # FrozenLake actions le
 SIGN_COLOURS = {"Â > 0": "tab:blue", "Â < 0": "tab:red"}
 
 
-def diagnosed_round(output: Output) -> int:
+def diagnosed_round(output: Output[AnalysisData]) -> int:
     """The one round an output of the diagnosis looks at."""
     [k] = output.runs.rounds
     return k
@@ -75,7 +75,7 @@ def _arrow_legend(fig: Figure) -> None:
     )
 
 
-def bottom_records_grid(output: Output, rows: pd.DataFrame) -> Figure:
+def bottom_records_grid(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     """Fig. 3a / 8: one panel per (round, seed) of the bottom records on the 4×4 map."""
     rounds = output.runs.rounds
     seeds = sorted(rows["seed"].unique())
@@ -103,7 +103,7 @@ def _egocentric_view(env, state: int) -> np.ndarray:
     return env.unwrapped.get_pov_render(tile_size=8)
 
 
-def bottom_views(output: Output, rows: pd.DataFrame) -> Figure:
+def bottom_views(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     """Fig. 3b / 9: the egocentric views of the most negative-influence records, one row per seed."""
     rows = rows[rows["round"] == diagnosed_round(output)]
     seeds = sorted(rows["seed"].unique())
@@ -143,7 +143,7 @@ def _shade_ends(ax, n_records: int) -> None:
         ax.axvspan(start, start + 0.2 * n_records, color="grey", alpha=0.15, lw=0)
 
 
-def _per_seed_panels(output: Output, rows: pd.DataFrame, draw) -> Figure:
+def _per_seed_panels(output: Output[AnalysisData], rows: pd.DataFrame, draw) -> Figure:
     rows = _diagnosed(rows, diagnosed_round(output))
     seeds = sorted(rows["seed"].unique())
     with figure_style():
@@ -157,7 +157,7 @@ def _per_seed_panels(output: Output, rows: pd.DataFrame, draw) -> Figure:
     return fig
 
 
-def advantage_error(output: Output, rows: pd.DataFrame) -> Figure:
+def advantage_error(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     """Fig. 3c: |Ā − Â| against rank, coloured by whether the signs agree."""
 
     def draw(ax, run):
@@ -181,7 +181,7 @@ def spearman(run: pd.DataFrame) -> float:
     return float(spearmanr(run["rank"], run["product"]).statistic)
 
 
-def advantage_product(output: Output, rows: pd.DataFrame) -> Figure:
+def advantage_product(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     """Fig. 3d: Ā·Â against rank, with the Spearman correlation of the two."""
 
     def draw(ax, run):
@@ -191,7 +191,7 @@ def advantage_product(output: Output, rows: pd.DataFrame) -> Figure:
     return _per_seed_panels(output, rows, draw)
 
 
-def spearman_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def spearman_table(output: Output[AnalysisData], rows: pd.DataFrame) -> pd.DataFrame:
     """Spearman(rank, Ā·Â) per env and seed at the diagnosed round, their mean ± std, and the paper's."""
     lines = []
     for env, env_rows in _diagnosed(rows, diagnosed_round(output)).groupby("env", sort=False):

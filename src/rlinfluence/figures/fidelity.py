@@ -170,7 +170,7 @@ def _comparisons(rows: pd.DataFrame, env: str) -> list[tuple[str, str, pd.DataFr
     ]
 
 
-def three_way_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def three_way_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
         reported = paper.FIG6B[env]
@@ -205,7 +205,7 @@ def three_way_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(table).fillna(MISSING_CELL)
 
 
-def three_way_curves(output: Output, rows: pd.DataFrame) -> Figure:
+def three_way_curves(output: Output[Sources], rows: pd.DataFrame) -> Figure:
     """Seed-mean test return with 95 % t-bands: authors' standard and IIF beside ours (clean protocol),
     over the authors' rounds."""
     envs = output.runs.envs
@@ -244,7 +244,7 @@ def three_way_curves(output: Output, rows: pd.DataFrame) -> Figure:
 ALIGNMENT_ARMS = (IIF, RANDOM)
 
 
-def alignment_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def alignment_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     """SE_ave per source and arm under the correct alignment and with the filtering arm read one round early."""
     table = []
     for env in output.runs.envs:

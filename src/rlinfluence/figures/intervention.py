@@ -35,7 +35,7 @@ def drop_share(rows: pd.DataFrame, env: str) -> float:
     return float(rows.loc[rows["env"] == env].get("p", pd.Series([100.0])).fillna(100.0).iloc[0])
 
 
-def _delta_boxes(output: Output, rows: pd.DataFrame, arms: tuple[str, ...]) -> Figure:
+def _delta_boxes(output: Output[AnalysisData], rows: pd.DataFrame, arms: tuple[str, ...]) -> Figure:
     data = deltas(rows)
     data = data[data["arm"].isin(arms)].assign(arm=lambda d: d["arm"].map(ARM_LABELS))
     envs = output.runs.envs
@@ -64,11 +64,11 @@ def _delta_boxes(output: Output, rows: pd.DataFrame, arms: tuple[str, ...]) -> F
     return fig
 
 
-def fig5_boxes(output: Output, rows: pd.DataFrame) -> Figure:
+def fig5_boxes(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     return _delta_boxes(output, rows, ("influence",))
 
 
-def fig11_boxes(output: Output, rows: pd.DataFrame) -> Figure:
+def fig11_boxes(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     return _delta_boxes(output, rows, ("influence", "random"))
 
 
@@ -82,7 +82,7 @@ def _delta_summary(delta: pd.Series) -> dict[str, str]:
     }
 
 
-def intervention_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def intervention_table(output: Output[AnalysisData], rows: pd.DataFrame) -> pd.DataFrame:
     """Per env and arm, over (round, seed) pairs: the shares with Δ > 0 and Δ < 0 (a converged policy
     often gives Δ = 0 exactly), the median and mean Δ."""
     data = deltas(rows)

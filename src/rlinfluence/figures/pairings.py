@@ -11,6 +11,7 @@ import pandas as pd
 from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, STANDARD, Arm
+from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import efficiency
 from rlinfluence.figures.requirements import Output
@@ -60,7 +61,7 @@ def seed_mean_curve(runs: pd.DataFrame) -> np.ndarray:
     return runs.groupby("round")["test_return"].mean().sort_index().to_numpy(dtype=float)
 
 
-def protocol_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def protocol_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     """SE_ave and SE_peak of each filtering arm, per env and protocol pairing: the paper's mean ± std
     over seeds, then robust summaries (median, IQM with a bootstrap CI, the mean without the worst
     seed) and SE_ave computed once on the seed-mean curves."""

@@ -188,7 +188,7 @@ def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, re
 # ---------------------------------------------------------------- builders
 
 
-def _curves(rows: pd.DataFrame, panels: dict[str, str], output: Output) -> Figure:
+def _curves(rows: pd.DataFrame, panels: dict[str, str], output: Output[LMRuns]) -> Figure:
     """One panel per metric against round, one line per arm, mean ± 95 % t-interval over seeds."""
     arms = [arm.label for arm in output.runs.arms]
     palette = dict(zip(arms, sns.color_palette("colorblind", len(arms))))
@@ -211,15 +211,15 @@ def _curves(rows: pd.DataFrame, panels: dict[str, str], output: Output) -> Figur
     return fig
 
 
-def reward_and_toxicity(output: Output, rows: pd.DataFrame) -> Figure:
+def reward_and_toxicity(output: Output[LMRuns], rows: pd.DataFrame) -> Figure:
     return _curves(rows, {"train_return": "training reward", "test_toxicity": "test toxicity"}, output)
 
 
-def reward_only(output: Output, rows: pd.DataFrame) -> Figure:
+def reward_only(output: Output[LMRuns], rows: pd.DataFrame) -> Figure:
     return _curves(rows, {"train_return": "training reward"}, output)
 
 
-def runtime_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def runtime_table(output: Output[LMRuns], rows: pd.DataFrame) -> pd.DataFrame:
     """Per-round seconds of each stage (rounds ≥ 1; round 0 only evaluates), mean ± std over seeds."""
     rounds = rows[rows["round"] >= 1].assign(total=lambda r: r[list(STAGES)].sum(axis=1))
     per_seed = rounds.groupby(["arm", "seed"])[[*STAGES, "total"]].mean()

@@ -11,6 +11,7 @@ from rlinfluence import metrics
 from rlinfluence.control.evaluation import is_eval_round
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import ADAM_ARMS, IIF, IIF_AT_P, STANDARD, Arm
+from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL, in_paper_env_order, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, final_return, runtime_per_seed
 from rlinfluence.figures.requirements import Output
@@ -80,24 +81,24 @@ def efficiency_table(
     )
 
 
-def fig6b_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def fig6b_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     return efficiency_table(
         rows, (IIF,), ["env"], EFFICIENCY_COLUMNS, lambda key: paper.FIG6B.get(key[0]), paper_seeds=5
     )
 
 
-def table2_p_ablation(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def table2_p_ablation(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     columns = {c: h for c, h in EFFICIENCY_COLUMNS.items() if c != "RT_peak"}
     return efficiency_table(rows, IIF_AT_P, ["env", "p"], columns, paper.TABLE2.get, paper_seeds=3)
 
 
-def table3_adam(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def table3_adam(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     return efficiency_table(
         rows, (IIF,), ["env"], EFFICIENCY_COLUMNS, lambda key: paper.TABLE3.get(key[0]), paper_seeds=3
     )
 
 
-def table3_preconditioner(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def table3_preconditioner(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     plain = ADAM_ARMS[1].label
     return efficiency_table(
         rows,
@@ -109,7 +110,7 @@ def table3_preconditioner(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def table4_final_return_ci(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def table4_final_return_ci(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
         finals = (
@@ -144,7 +145,7 @@ def evaluated_every(run_curve: np.ndarray, every: int) -> np.ndarray:
     return np.array([value if is_eval_round(k, every, rounds) else np.nan for k, value in enumerate(run_curve)])
 
 
-def eval_cadence_table(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def eval_cadence_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     records = []
     for (env, seed), runs in rows.groupby(["env", "seed"], sort=True):
         of_arm = by_arm(runs)
@@ -196,7 +197,7 @@ TABLE5_COLUMNS = {
 }
 
 
-def table5_runtime(output: Output, rows: pd.DataFrame) -> pd.DataFrame:
+def table5_runtime(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     return summary_rows(
         runtime_per_seed(rows), ["env"], TABLE5_COLUMNS, lambda key: paper.TABLE5.get(key[0]), digits=2, paper_seeds=3
     )

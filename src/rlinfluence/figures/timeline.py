@@ -76,7 +76,7 @@ def _phase_records(ax, top: pd.DataFrame, env: str, target: pd.Series, actions: 
     ax.title.set_fontsize(7)
 
 
-def timeline_figure(output: Output, rows: pd.DataFrame) -> Figure:
+def timeline_figure(output: Output[AnalysisData], rows: pd.DataFrame) -> Figure:
     """Fig. 4 / 10: π(a*|s*) and R against round with the phases shaded; below, per phase, its top records."""
     env, seed = rows["env"].iloc[0], rows["seed"].min()
     rows = rows[rows["seed"] == seed]
