@@ -35,6 +35,7 @@ def test_a_gym_env_trains_two_rounds_into_a_run_dir_named_by_its_id(tmp_path, en
     assert list(cfg.env.wrappers) == wrappers and cfg.env.network.kind == "mlp"
     summary = run_task(cfg)
     assert summary is not None and summary["done"] and summary["rounds_completed"] == 2
+    assert summary["env"] == f"gym-{env_id}"  # what figures.experiment draws one figure per
     run_dir = rundir.run_dir(cfg)
     assert run_dir.relative_to(tmp_path).parts[:2] == ("default", f"gym-{env_id}")
     rows = metrics_rows(run_dir)

@@ -46,7 +46,7 @@ def _summary(
 ) -> dict[str, Any]:
     return {
         "experiment": cfg.experiment_name,
-        "env": cfg.env.name,
+        "env": env_folder(cfg),  # env=gym: the id, as the run dir names it, so that figures tell ids apart
         "method": cfg.method.name,
         "method_tag": method_tag(cfg.method),
         "p": numeric_p(cfg.method.p),
