@@ -322,7 +322,10 @@ def test_an_unreadable_checkpoint_or_metrics_file_is_named_in_one_line(tmp_path,
 # ----------------------------------------------------------------------------- 5, 7, 9. refused commands
 
 
-FIT_HINT = "; use a preset whose spaces fit, or override env.make_kwargs/env.wrappers"
+FIT_HINT = (
+    "; use a preset whose spaces fit, or override env.make_kwargs/env.wrappers; for another Gymnasium env use "
+    "env=gym env.id=<id>"
+)
 
 
 @pytest.mark.parametrize(
@@ -398,7 +401,10 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
         (["logger.init_timeout=0"], "logger.init_timeout=0.0 must be > 0"),
         (["env.network.activation=gelu"], "env.network.activation='gelu' is not one of: tanh, relu"),
         (["env.network.pi=[64,0]"], "env.network.pi=[64, 0] must list layer widths > 0"),
-        (["env.wrappers=[one_hot,flip]"], "env.wrappers='flip' is not one of: one_hot, minigrid_image, atari"),
+        (
+            ["env.wrappers=[one_hot,flip]"],
+            "env.wrappers='flip' is not one of: one_hot, minigrid_image, atari, channel_first",
+        ),
         (["env.state_key=cell"], "env.state_key='cell' is not one of: toy_text_state, minigrid_pose"),
         (
             ["env.wrappers=[]"],

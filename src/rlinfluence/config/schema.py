@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 
 class ConfigError(ValueError):
@@ -368,3 +368,14 @@ class Config:
 # Registered on import: conf/config.yaml's defaults start from it, so whatever composes the config
 # (the CLI, the manifest tool, tests) has imported this module, directly or through the code it runs.
 ConfigStore.instance().store(name="config_schema", node=Config)
+
+
+def _from_spaces(key: str, *, _root_: DictConfig) -> list[str] | str:
+    """`${from_spaces:wrappers}`, `${from_spaces:network.kind}` (conf/env/gym.yaml): env.<key> as env.id's
+    spaces call for it (envs/make.py's rule)."""
+    from rlinfluence.envs.make import from_spaces  # here, not at the top: envs.make imports this module
+
+    return from_spaces(key, _root_.env)
+
+
+OmegaConf.register_new_resolver("from_spaces", _from_spaces)

@@ -9,7 +9,6 @@ the key and what is allowed. It sits above the method registry and the envs it c
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -22,10 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 from rlinfluence import influence
 from rlinfluence.config.schema import ConfigError, EnvConfig, require_one_of
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
-from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, make_env, space_shape
+from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, built_spaces, space_shape
 from rlinfluence.run.agents import AGENTS, agent_class
 from rlinfluence.run.logger import LOGGER_MODES
-from rlinfluence.run.rundir import default_config
+from rlinfluence.run.rundir import ANY_ENV, default_config
 from rlinfluence.run.tasks import TRAIN, check_task, task_names
 from rlinfluence.selection import SELECTION_METHODS
 from rlinfluence.update import OPTIMIZERS, SCHEDULES
@@ -152,8 +151,18 @@ def validate(cfg: DictConfig) -> None:
 
 # ----------------------------------------------------------------------------- the env and its preset
 
-FIT_HINT = "use a preset whose spaces fit, or override env.make_kwargs/env.wrappers"
-_spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
+FIT_HINT = (
+    "use a preset whose spaces fit, or override env.make_kwargs/env.wrappers; for another Gymnasium env use "
+    "env=gym env.id=<id>"
+)
+GYM_FIT_HINT = (  # env=gym's own: the spaces its rule fits (envs/make.py)
+    "env=gym fits Box, Discrete and MiniGrid observations and Discrete or Box actions; for others set "
+    "env.wrappers/env.network"
+)
+
+
+def fit_hint(env_name: str) -> str:
+    return GYM_FIT_HINT if env_name == ANY_ENV else FIT_HINT
 
 
 def _first_line(error: Exception) -> str:
@@ -173,30 +182,20 @@ def action_kind(space: gym.Space) -> str:
 
 def env_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """The observation and action spaces of env.id made with env.make_kwargs and env.wrappers (built, not
-    stepped; once a process per setting, so a sweep builds each env once). ConfigError when it cannot be
-    made as configured."""
-    make_kwargs = OmegaConf.to_container(env_cfg.make_kwargs, resolve=True)
-    atari = None if env_cfg.atari is None else OmegaConf.to_container(env_cfg.atari)  # sets the frames' shape
-    key = json.dumps([env_cfg.id, make_kwargs, list(env_cfg.wrappers), atari], sort_keys=True, default=str)
-    if key not in _spaces:
-        try:
-            env = make_env(env_cfg)
-        except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
-            raise ConfigError(
-                f"env.id={env_cfg.id} is not a gymnasium env this machine can make "
-                f"({_first_line(error)}); a third-party env is named module:Id, "
-                "e.g. ale_py:PongNoFrameskip-v4"
-            ) from None
-        except Exception as error:  # noqa: BLE001 - whatever the env raises, it does not take these kwargs or wrappers
-            raise ConfigError(
-                f"env.id={env_cfg.id} does not take env={env_cfg.name}'s env.make_kwargs or "
-                f"env.wrappers={list(env_cfg.wrappers)} ({_first_line(error)}); {FIT_HINT}"
-            ) from None
-        try:
-            _spaces[key] = env.observation_space, env.action_space
-        finally:
-            env.close()
-    return _spaces[key]
+    stepped; envs.make.built_spaces). ConfigError when it cannot be made as configured."""
+    try:
+        return built_spaces(env_cfg, list(env_cfg.wrappers))
+    except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
+        raise ConfigError(
+            f"env.id={env_cfg.id} is not a gymnasium env this machine can make "
+            f"({_first_line(error)}); a third-party env is named module:Id, "
+            "e.g. ale_py:PongNoFrameskip-v4"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - whatever the env raises, it does not take these kwargs or wrappers
+        raise ConfigError(
+            f"env.id={env_cfg.id} does not take env={env_cfg.name}'s env.make_kwargs or "
+            f"env.wrappers={list(env_cfg.wrappers)} ({_first_line(error)}); {fit_hint(env_cfg.name)}"
+        ) from None
 
 
 def check_env(cfg: DictConfig) -> None:
@@ -207,7 +206,7 @@ def check_env(cfg: DictConfig) -> None:
     _require(
         isinstance(observations, gym.spaces.Box),
         f"env.id={cfg.env.id} observes {describe(observations)} after env.wrappers={list(cfg.env.wrappers)}, "
-        f"not an array a network takes; {FIT_HINT}",
+        f"not an array a network takes; {fit_hint(cfg.env.name)}",
     )
     preset = default_config(cfg).env
     if preset.id != cfg.env.id:
@@ -216,7 +215,7 @@ def check_env(cfg: DictConfig) -> None:
             type(actions) is type(preset_actions),
             f"env.id={cfg.env.id} has {action_kind(actions)} actions ({describe(actions)}), env={cfg.env.name}'s "
             f"preset is for {action_kind(preset_actions)} ones ({preset.id}: {describe(preset_actions)}); "
-            f"{FIT_HINT}",
+            f"{fit_hint(cfg.env.name)}",
         )
     try:
         ActorCritic(observations, actions, cfg.env.network, torch.Generator())
@@ -224,7 +223,7 @@ def check_env(cfg: DictConfig) -> None:
         raise ConfigError(
             f"env.id={cfg.env.id} observes {describe(observations)} and acts in {describe(actions)}, "
             f"which env.network.kind={cfg.env.network.kind} cannot take ({_first_line(error)}); "
-            f"{FIT_HINT}"
+            f"{fit_hint(cfg.env.name)}"
         ) from None
 
 

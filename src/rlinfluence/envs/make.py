@@ -6,13 +6,15 @@ never asks which env it runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
+from omegaconf import OmegaConf
 
-from rlinfluence.config.schema import EnvConfig, chosen
+from rlinfluence.config.schema import EnvConfig, chosen, require_one_of
 from rlinfluence.envs.ids import current_id
 
 
@@ -46,6 +48,10 @@ def _one_hot(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
     return OneHotObservation(env)
 
 
+def _channel_first(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+    return ChannelFirstImage(env)
+
+
 def _minigrid_image(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
     from minigrid.wrappers import ImgObsWrapper
 
@@ -76,14 +82,79 @@ WRAPPERS: dict[str, Callable[[gym.Env, EnvConfig], gym.Env]] = {
     "one_hot": _one_hot,
     "minigrid_image": _minigrid_image,
     "atari": _atari,
+    "channel_first": _channel_first,
 }
 
 
-def make_env(env_cfg: EnvConfig) -> gym.Env:
+def make_env(env_cfg: EnvConfig, wrappers: list[str] | None = None) -> gym.Env:
+    """env.id made with env.make_kwargs, then wrapped in `wrappers` (default: env.wrappers)."""
     env = gym.make(current_id(env_cfg.id), **dict(env_cfg.make_kwargs))
-    for name in env_cfg.wrappers:
+    for name in env_cfg.wrappers if wrappers is None else wrappers:
         env = chosen(WRAPPERS, "env.wrappers", name)(env, env_cfg)
     return env
+
+
+_spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
+
+
+def built_spaces(env_cfg: EnvConfig, wrappers: list[str]) -> tuple[gym.Space, gym.Space]:
+    """The observation and action spaces of env.id made with env.make_kwargs and `wrappers` (built, not
+    stepped; once a process per setting, so a sweep builds each env once). Raises what the env raises."""
+    make_kwargs = OmegaConf.to_container(env_cfg.make_kwargs, resolve=True)
+    atari = None if env_cfg.atari is None else OmegaConf.to_container(env_cfg.atari)  # sets the frames' shape
+    key = json.dumps([env_cfg.id, make_kwargs, wrappers, atari], sort_keys=True, default=str)
+    if key not in _spaces:
+        env = make_env(env_cfg, wrappers)
+        try:
+            _spaces[key] = env.observation_space, env.action_space
+        finally:
+            env.close()
+    return _spaces[key]
+
+
+# ---------------------------------------------------------------- env=gym: the policy from the spaces
+# conf/env/gym.yaml runs any registered env.id: its env.wrappers and env.network.kind are
+# `${from_spaces:...}` (config/schema.py), decided here from the env's spaces unless the command line sets
+# them. The action head needs no rule: ActorCritic gives Discrete actions a categorical head and Box
+# actions a diagonal Gaussian.
+
+
+def is_image(space: gym.Space) -> bool:
+    """What a CNN takes: a 3-D uint8 Box (H x W x C as envs give it, C x H x W once wrapped)."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
+def fitting_wrappers(observations: gym.Space) -> list[str]:
+    """What turns env.id's own observation into an array a network takes: a Discrete state one-hot (as SB3
+    does), MiniGrid's Dict observation its egocentric image, an H x W x C image channel-first; a vector as it is."""
+    if isinstance(observations, gym.spaces.Discrete):
+        return ["one_hot"]
+    if isinstance(observations, gym.spaces.Dict) and "image" in observations.spaces:
+        return ["minigrid_image"]
+    return ["channel_first"] if is_image(observations) else []
+
+
+NATURE_CNN_MIN_SIDE = 36  # the smallest image the Nature CNN's strided convolutions take
+
+
+def fitting_network(observations: gym.Space) -> str:
+    """env.network.kind for the wrapped observation: an image through a CNN (the paper's small MiniGrid one
+    where the Nature CNN's strides do not fit, else the Nature CNN), anything else flattened into the MLP."""
+    if not is_image(observations):
+        return "mlp"
+    return "nature_cnn" if min(space_shape(observations)[1:]) >= NATURE_CNN_MIN_SIDE else "cnn"
+
+
+def from_spaces(key: str, env_cfg: EnvConfig) -> list[str] | str:
+    """env.<key> (`wrappers` or `network.kind`) as env.id's spaces call for it. An env that cannot be made
+    gets the schema's defaults: validation (check_env) then makes it again and says why in one line."""
+    require_one_of("from_spaces' key", key, ("wrappers", "network.kind"))
+    try:
+        if key == "wrappers":
+            return fitting_wrappers(built_spaces(env_cfg, [])[0])
+        return fitting_network(built_spaces(env_cfg, list(env_cfg.wrappers))[0])
+    except Exception:  # noqa: BLE001 - whatever the env raises, validation reports it
+        return [] if key == "wrappers" else "mlp"
 
 
 # ---------------------------------------------------------------- discrete state keys

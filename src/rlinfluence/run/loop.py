@@ -28,7 +28,16 @@ from rlinfluence.run.checkpoint import (
 from rlinfluence.run.interrupts import Interrupted, RunInterrupted, StopSignals
 from rlinfluence.run.logger import RunLogger, rows_to_resume
 from rlinfluence.run.provenance import merged_provenance, provenance
-from rlinfluence.run.rundir import DONE, IDENTITY, RESULTS, config_hash, method_tag, protocol_tag, run_leaf
+from rlinfluence.run.rundir import (
+    DONE,
+    IDENTITY,
+    RESULTS,
+    config_hash,
+    env_folder,
+    method_tag,
+    protocol_tag,
+    run_leaf,
+)
 from rlinfluence.selection import numeric_p
 
 
@@ -37,7 +46,7 @@ def _summary(
 ) -> dict[str, Any]:
     return {
         "experiment": cfg.experiment_name,
-        "env": cfg.env.name,
+        "env": env_folder(cfg),  # env=gym: the id, as the run dir names it, so that figures tell ids apart
         "method": cfg.method.name,
         "method_tag": method_tag(cfg.method),
         "p": numeric_p(cfg.method.p),
@@ -113,7 +122,7 @@ def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
 def _train_rounds(
     cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int, signals: StopSignals, last_round: int
 ) -> dict[str, Any]:
-    name = f"{cfg.env.name}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
+    name = f"{env_folder(cfg)}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
     processes = _processes(run_dir, resume)
     progress = tqdm(

@@ -3,12 +3,12 @@ different settings never do.
 
     runs/<experiment_name>/<env>/<optimizer>/<method_tag>[-<protocol>][-<hash>]/seed<seed>/
 
-The readable part names the paper's settings. <protocol> is absent for the clean protocol, `paper` for
-the authors' (protocol=paper), else the names of the switches set. <hash> is absent when every other
-result-affecting setting has the default of the run's env, optimizer and method; else it is 6 hex digits of
-the settings that differ. `identity.json` in the run dir holds all the result-affecting settings, so a
-rerun resumes or skips the run only when they are equal (a key added to conf/ since the run was made
-counts at its default: `settings_as_now`).
+The readable part names the paper's settings. <env> is the preset's name (env=gym: `gym-<env.id>`).
+<protocol> is absent for the clean protocol, `paper` for the authors' (protocol=paper), else the names of
+the switches set. <hash> is absent when every other result-affecting setting has the default of the run's
+env (env=gym: with its env.id), optimizer and method; else it is 6 hex digits of the settings that differ.
+`identity.json` in the run dir holds all the result-affecting settings, so a rerun resumes or skips the run
+only when they are equal (a key added to conf/ since the run was made counts at its default: `settings_as_now`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -73,8 +74,19 @@ def run_leaf(cfg: DictConfig) -> str:
     )
 
 
+ANY_ENV = "gym"  # env=gym (conf/env/gym.yaml): any registered env.id, which its runs are filed under
+
+
+def env_folder(cfg: DictConfig) -> str:
+    """The run dir's env part: the preset's name; for env=gym, `gym-` and env.id percent-encoded, so that it
+    is one folder name (an id may hold `/` or `:`) and two ids never share it."""
+    if cfg.env.name != ANY_ENV:
+        return str(cfg.env.name)
+    return f"{ANY_ENV}-{quote(cfg.env.id, safe='')}"
+
+
 def relative_run_dir(cfg: DictConfig) -> Path:
-    return Path(cfg.env.name) / cfg.optimizer.name / run_leaf(cfg) / f"seed{cfg.seed}"
+    return Path(env_folder(cfg)) / cfg.optimizer.name / run_leaf(cfg) / f"seed{cfg.seed}"
 
 
 def run_dir(cfg: DictConfig) -> Path:
@@ -195,9 +207,16 @@ def _composed_settings(search_path: str, overrides: tuple[str, ...]) -> dict[str
 
 def _preset_groups(cfg: DictConfig) -> tuple[str, ...]:
     """The groups whose presets a run's defaults are: its env, optimizer and method (each method.name is
-    a conf/method/ option; a config without a method, as the figures' lookups build, has the default's)."""
+    a conf/method/ option; a config without a method, as the figures' lookups build, has the default's).
+    env=gym's preset is taken with the run's env.id, which its run dir names already."""
     method = OmegaConf.select(cfg, "method.name")
-    return (f"env={cfg.env.name}", f"optimizer={cfg.optimizer.name}", *([f"method={method}"] if method else []))
+    env_id = [f"env.id={cfg.env.id}"] if cfg.env.name == ANY_ENV else []
+    return (
+        f"env={cfg.env.name}",
+        *env_id,
+        f"optimizer={cfg.optimizer.name}",
+        *([f"method={method}"] if method else []),
+    )
 
 
 def default_config(cfg: DictConfig) -> DictConfig:
