@@ -62,7 +62,10 @@ class CapturingFilter(InfluenceFilter):
         super()._on_rollout_end()
 
 
-def reference_scores(policy, records, ent_coef: float, clip_range: float) -> torch.Tensor:
+STATE, ACTION = np.array([0.01, -0.02, 0.03, 0.0], np.float32), 1  # CartPole's s*, a* for f_action
+
+
+def reference_scores(policy, records, ent_coef: float, clip_range: float, target: str = "return") -> torch.Tensor:
     """The definition with SB3's own evaluate_actions: one backward pass per record, dotted with ∇L_f."""
     params = [p for p in policy.parameters() if p.requires_grad]
     obs, actions, old_log_probs, advantages = (
@@ -75,8 +78,12 @@ def reference_scores(policy, records, ent_coef: float, clip_range: float) -> tor
             for p, g in zip(params, torch.autograd.grad(loss, params, allow_unused=True))
         ]
 
-    _, log_prob, _ = policy.evaluate_actions(obs, actions)
-    target_grad = grad(-(advantages * log_prob).mean())  # f_return, raw advantages
+    if target == "return":  # f_return over the records, raw advantages
+        _, log_prob, _ = policy.evaluate_actions(obs, actions)
+        target_grad = grad(-(advantages * log_prob).mean())
+    else:  # f_action = log π(a*|s*)
+        _, log_prob, _ = policy.evaluate_actions(torch.as_tensor(STATE)[None], torch.tensor([ACTION]))
+        target_grad = grad(-log_prob.sum())
     normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     scores = torch.empty(len(obs), dtype=torch.float64)
     for i in range(len(obs)):
@@ -88,13 +95,21 @@ def reference_scores(policy, records, ent_coef: float, clip_range: float) -> tor
     return scores
 
 
-@pytest.mark.parametrize(("env_name", "n_envs"), [("CartPole-v1", 2), ("Pendulum-v1", 1), ("TinyImage", 1)])
-def test_dropin_scores_equal_per_record_autograd_on_sb3s_policy(env_name, n_envs):
+@pytest.mark.parametrize(
+    ("env_name", "n_envs", "target"),
+    [
+        ("CartPole-v1", 2, "return"),
+        ("CartPole-v1", 1, "action"),
+        ("Pendulum-v1", 1, "return"),
+        ("TinyImage", 1, "return"),
+    ],
+)
+def test_dropin_scores_equal_per_record_autograd_on_sb3s_policy(env_name, n_envs, target):
     model = make_ppo(env_name, n_envs, n_steps=24, batch_size=12, ent_coef=0.01)
-    callback = CapturingFilter(mode="iif", p=50)
+    callback = CapturingFilter(mode="iif", p=50, target=target, target_state=STATE, target_action=ACTION)
     model.learn(24 * n_envs, callback=callback)
     fast = callback.rounds[0]["scores"]
-    slow = reference_scores(callback.policy_at_k, callback.records, 0.01, 0.2).numpy()
+    slow = reference_scores(callback.policy_at_k, callback.records, 0.01, 0.2, target).numpy()
     assert len(fast) == 24 * n_envs
     assert (slow < 0).any() and (slow > 0).any()
     assert np.abs(fast - slow).max() <= 1e-6 * np.abs(slow).max()
@@ -140,6 +155,7 @@ def test_drop_set_is_the_most_negative_share_of_the_negatives():
         (lambda: drop_set(np.zeros(3), 0), "p=0"),
         (lambda: InfluenceFilter(p=150), "p=150"),
         (lambda: InfluenceFilter(target="value"), "target='value'"),
+        (lambda: InfluenceFilter(target="action"), "target='action' needs target_state"),
     ],
 )
 def test_bad_settings_are_refused_in_one_line_naming_the_argument(call, names):

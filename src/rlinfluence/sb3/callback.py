@@ -24,6 +24,8 @@ def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch
     actions as SB3's PPO feeds them to the policy. The buffer itself is left as it is."""
     if not isinstance(action_space, (spaces.Discrete, spaces.Box)):
         raise ValueError(f"action space {action_space} is not supported (Discrete or Box)")
+    if not isinstance(buffer.observations, np.ndarray):
+        raise ValueError("dict observations are not supported (SB3's DictRolloutBuffer): Box or Discrete ones")
 
     def flat(array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(buffer.swap_and_flatten(array), device=device)
@@ -68,6 +70,8 @@ class InfluenceFilter(BaseCallback):
         check_drop_settings(mode, p)
         if target not in TARGETS:
             raise ValueError(f"target={target!r} is not one of: {', '.join(TARGETS)}")
+        if target == "action" and (target_state is None or target_action is None):
+            raise ValueError("target='action' needs target_state and target_action (the s* and a* of f_action)")
         self.mode, self.p, self.target = mode, p, target
         self.target_state, self.target_action = target_state, target_action
         self.rng = np.random.default_rng(seed)
@@ -92,7 +96,8 @@ class InfluenceFilter(BaseCallback):
         policy, buffer = ppo.policy, ppo.rollout_buffer
         assert isinstance(policy, ActorCriticPolicy)  # self.ppo checked it
         records = sb3_records(buffer, ppo.action_space, policy.device)
-        # SB3 keeps the clip range as a schedule of the training progress; read it as PPO.train will.
+        # SB3's clip range is a schedule of the training progress (read at the progress so far). At θ_k the
+        # ratio is 1 and the clip inactive, so its value matters only through float differences of log π_old.
         clip_range = ppo.clip_range(ppo._current_progress_remaining) if callable(ppo.clip_range) else ppo.clip_range
         scores = record_influence(
             lambda obs: _torch_distribution(policy, obs),
