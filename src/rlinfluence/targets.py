@@ -19,7 +19,7 @@ PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tens
 
 
 class Transitions(Protocol):
-    """What a target reads of a buffer: our `RolloutBuffer`, or any on-policy buffer (attribution.api)."""
+    """What a target reads of a buffer: our `RolloutBuffer`, or any on-policy buffer (rlinfluence.attribution)."""
 
     @property
     def obs(self) -> torch.Tensor: ...
