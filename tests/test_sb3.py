@@ -126,7 +126,7 @@ def test_the_api_scores_any_torch_policy_and_a_user_target():
     with torch.no_grad():
         old_log_probs = policy(obs).log_prob(actions)
     records = {"observations": obs, "actions": actions, "old_log_probs": old_log_probs, "advantages": torch.randn(40)}
-    validation = records | {"observations": torch.randn(40, 5), "advantages": torch.randn(40)}
+    validation = {"observations": torch.randn(40, 5), "actions": actions, "advantages": torch.randn(40)}
 
     def validation_loss(params):  # f_return on another buffer, written by hand as a user target
         logits = torch.func.functional_call(net, params, (validation["observations"],))

@@ -26,6 +26,7 @@ DistributionFn = Callable[[torch.Tensor], Distribution]
 LossFn = Callable[[Params], torch.Tensor]  # the module's parameters by name -> a scalar loss L_f
 TARGETS = ("return", "action")  # or a LossFn
 RECORD_KEYS = ("observations", "actions", "old_log_probs", "advantages")
+TARGET_RECORD_KEYS = ("observations", "actions", "advantages")  # f_return reads no log π_old
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,10 @@ class _Transitions:
     advantages: torch.Tensor
 
     @classmethod
-    def of(cls, records: Mapping[str, torch.Tensor]) -> _Transitions:
-        missing = [key for key in RECORD_KEYS if key not in records]
+    def of(cls, records: Mapping[str, torch.Tensor], needed: tuple[str, ...], argument: str) -> _Transitions:
+        missing = [key for key in needed if key not in records]
         if missing:
-            raise ValueError(f"records lack {', '.join(missing)} (needed: {', '.join(RECORD_KEYS)})")
+            raise ValueError(f"{argument} lack {', '.join(missing)} (needed: {', '.join(needed)})")
         return cls(records["observations"], records["actions"], records["advantages"])
 
 
@@ -77,7 +78,9 @@ def _target_loss(
     if callable(target):
         return lambda params: target({name.removeprefix("module."): value for name, value in params.items()})
     if target == "return":
-        on = records if target_records is None else _Transitions.of(target_records)
+        on = (
+            records if target_records is None else _Transitions.of(target_records, TARGET_RECORD_KEYS, "target_records")
+        )
         return lambda params: ReturnTarget().loss(policy.at(params), on)
     if target == "action":
         if target_state is None or target_action is None:
@@ -115,7 +118,7 @@ def record_influence(
     clip_range, ent_coef: the PPO loss's (at θ_k, where π = π_old, the clip is inactive).
     parameters: the names of the parameters to attribute through (default: all that require grad).
     """
-    transitions = _Transitions.of(records)
+    transitions = _Transitions.of(records, RECORD_KEYS, "records")
     wrapped = _Policy(module, policy)
     named = dict(module.named_parameters())
     names = [name for name, value in named.items() if value.requires_grad] if parameters is None else list(parameters)
