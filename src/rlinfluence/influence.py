@@ -44,13 +44,33 @@ def _policy_fn(policy: _PolicyFn, params: Params):
     return lambda obs, actions: functional_call(policy, params, (obs, actions))
 
 
-def _target_gradient(policy: _PolicyFn, params: Params, target: Target, buffer: RolloutBuffer) -> Params:
-    """∇L_f at `params` (policy parameters only; a parameter the target does not reach gets zeros)."""
+def gradient(loss: Callable[[Params], torch.Tensor], params: Params) -> Params:
+    """∇loss at `params`; a parameter the loss does not reach gets zeros."""
     params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-    grads = torch.autograd.grad(
-        target.loss(_policy_fn(policy, params), buffer), list(params.values()), allow_unused=True
-    )
+    grads = torch.autograd.grad(loss(params), list(params.values()), allow_unused=True)
     return {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(params.items(), grads)}
+
+
+def directional_scores(
+    per_record_loss: Callable[[Params, slice], torch.Tensor],
+    params: Params,
+    direction: Params,
+    n_records: int,
+    chunk_size: int,
+) -> torch.Tensor:
+    """⟨∇ℓ_i(params), direction⟩ for every record i, by forward-mode AD, `chunk_size` records per pass:
+    the one scoring core of our trainer and of the public API (rlinfluence.attribution)."""
+    scores = []
+    for start in range(0, n_records, chunk_size):
+        ids = slice(start, start + chunk_size)
+        directional = jvp(lambda p, ids=ids: per_record_loss(p, ids), (params,), (direction,))[1]
+        scores.append(directional.detach())
+    return torch.cat(scores)
+
+
+def _target_gradient(policy: _PolicyFn, params: Params, target: Target, buffer: RolloutBuffer) -> Params:
+    """∇L_f at `params` (policy parameters only)."""
+    return gradient(lambda p: target.loss(_policy_fn(policy, p), buffer), params)
 
 
 def _per_record_loss(
@@ -227,14 +247,7 @@ def influence_scores(
     buffer); `preconditioner`: a diagonal P per parameter, scores ⟨P ∇ℓ_i, ∇L_f⟩ (default: P = I)."""
     attribution = _Attribution(model, buffer, target, ppo, normalized_advantages)
     direction = _preconditioned(attribution.target_gradient, preconditioner)
-    scores = []
-    for start in range(0, len(buffer), chunk_size):
-        ids = slice(start, start + chunk_size)
-        directional = jvp(lambda p, ids=ids: attribution.per_record_loss(p, ids), (attribution.params,), (direction,))[
-            1
-        ]
-        scores.append(directional.detach())
-    return torch.cat(scores)
+    return directional_scores(attribution.per_record_loss, attribution.params, direction, len(buffer), chunk_size)
 
 
 def reference_scores(

@@ -14,13 +14,23 @@ import numpy.typing as npt
 import torch
 
 from rlinfluence.config.schema import TargetConfig, chosen
-from rlinfluence.records import RolloutBuffer
 
 PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
+class Transitions(Protocol):
+    """What a target reads of a buffer: our `RolloutBuffer`, or any on-policy buffer (rlinfluence.attribution)."""
+
+    @property
+    def obs(self) -> torch.Tensor: ...
+    @property
+    def actions(self) -> torch.Tensor: ...
+    @property
+    def advantages(self) -> torch.Tensor: ...
+
+
 class Target(Protocol):
-    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor: ...
+    def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor: ...
 
 
 class ReturnTarget:
@@ -33,7 +43,7 @@ class ReturnTarget:
     def __init__(self, ids: np.ndarray | None = None):
         self.ids = None if ids is None else torch.as_tensor(ids, dtype=torch.long)
 
-    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
+    def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
         obs, actions, advantages = buffer.obs, buffer.actions, buffer.advantages
         if self.ids is not None:
             ids = self.ids.to(obs.device)
@@ -47,7 +57,7 @@ class EntropyTarget:
     the first-order change of the policy's randomness that training on the record causes (< 0: the
     record makes the policy more deterministic); the entropy guard of robust IIF sums it."""
 
-    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
+    def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
         _, entropy = policy_fn(buffer.obs, buffer.actions)
         return -entropy.mean()
 
@@ -59,7 +69,7 @@ class ActionTarget:
         self.state = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
         self.action = torch.tensor(action, dtype=torch.float32).unsqueeze(0)
 
-    def loss(self, policy_fn: PolicyFn, buffer: RolloutBuffer) -> torch.Tensor:
+    def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
         device = buffer.obs.device
         log_prob, _ = policy_fn(self.state.to(device), self.action.to(device))
         return -log_prob.sum()

@@ -1,0 +1,130 @@
+"""`InfluenceFilter`: the SB3 callback that scores a rollout's records and drops the harmful ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy
+from torch.distributions import Distribution
+
+from rlinfluence.attribution import TARGETS, drop_set, record_influence
+from rlinfluence.attribution.drop import check_drop_settings
+from rlinfluence.sb3.buffer import IIFRolloutBuffer
+
+
+def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch.device) -> dict[str, torch.Tensor]:
+    """A filled SB3 rollout buffer as the attribution API's records, in SB3's flat (env-major) order,
+    actions as SB3's PPO feeds them to the policy. The buffer itself is left as it is."""
+    if not isinstance(action_space, (spaces.Discrete, spaces.Box)):
+        raise ValueError(f"action space {action_space} is not supported (Discrete or Box)")
+    if not isinstance(buffer.observations, np.ndarray):
+        raise ValueError("dict observations are not supported (SB3's DictRolloutBuffer): Box or Discrete ones")
+
+    def flat(array: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(buffer.swap_and_flatten(array), device=device)
+
+    actions = flat(buffer.actions)
+    return {
+        "observations": flat(buffer.observations),
+        "actions": actions.long().flatten() if isinstance(action_space, spaces.Discrete) else actions,
+        "old_log_probs": flat(buffer.log_probs).flatten(),
+        "advantages": flat(buffer.advantages).flatten(),
+    }
+
+
+def _torch_distribution(policy: ActorCriticPolicy, obs: torch.Tensor) -> Distribution:
+    distribution = policy.get_distribution(obs).distribution
+    assert isinstance(distribution, Distribution)  # a list only for multi-discrete actions, which sb3_records rejects
+    return distribution
+
+
+class InfluenceFilter(BaseCallback):
+    """Scores every record of each rollout at θ_k, the policy that collected it, and (mode `iif`) has the
+    update skip the ⌊n_neg·p/100⌋ most negative ones, (`random`) as many random ones, or (`none`) none.
+
+    target: "return" (f_return on the rollout itself, the IIF default) or "action" (f_action at
+    `target_state`, `target_action`). Each round's scores, drops and counts go to `rounds` (one dict per
+    rollout) and their summary to SB3's logger under `influence/`. Modes other than `none` need
+    `PPO(..., rollout_buffer_class=IIFRolloutBuffer)`; `seed` seeds the `random` mode's draws."""
+
+    def __init__(
+        self,
+        mode: str = "iif",
+        p: float = 50.0,
+        target: str = "return",
+        *,
+        target_state: npt.ArrayLike | None = None,
+        target_action: npt.ArrayLike | None = None,
+        seed: int | None = None,
+        chunk_size: int = 4096,
+        verbose: int = 0,
+    ):
+        super().__init__(verbose)
+        check_drop_settings(mode, p)
+        if target not in TARGETS:
+            raise ValueError(f"target={target!r} is not one of: {', '.join(TARGETS)}")
+        if target == "action" and (target_state is None or target_action is None):
+            raise ValueError("target='action' needs target_state and target_action (the s* and a* of f_action)")
+        self.mode, self.p, self.target = mode, p, target
+        self.target_state, self.target_action = target_state, target_action
+        self.rng = np.random.default_rng(seed)
+        self.chunk_size = chunk_size
+        self.rounds: list[dict[str, Any]] = []
+
+    @property
+    def ppo(self) -> PPO:
+        if not isinstance(self.model, PPO) or not isinstance(self.model.policy, ActorCriticPolicy):
+            raise TypeError(f"InfluenceFilter needs PPO with an actor-critic policy, not {type(self.model).__name__}")
+        return self.model
+
+    def _init_callback(self) -> None:
+        if self.mode != "none" and not isinstance(self.ppo.rollout_buffer, IIFRolloutBuffer):
+            raise TypeError(f"mode={self.mode!r} needs PPO(..., rollout_buffer_class=IIFRolloutBuffer)")
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        ppo = self.ppo
+        policy, buffer = ppo.policy, ppo.rollout_buffer
+        assert isinstance(policy, ActorCriticPolicy)  # self.ppo checked it
+        records = sb3_records(buffer, ppo.action_space, policy.device)
+        # SB3's clip range is a schedule of the training progress (read at the progress so far). At θ_k the
+        # ratio is 1 and the clip inactive, so its value matters only through float differences of log π_old.
+        clip_range = ppo.clip_range(ppo._current_progress_remaining) if callable(ppo.clip_range) else ppo.clip_range
+        scores = record_influence(
+            lambda obs: _torch_distribution(policy, obs),
+            policy,
+            records,
+            self.target,
+            clip_range=float(clip_range),
+            ent_coef=float(ppo.ent_coef),
+            target_state=self.target_state,
+            target_action=self.target_action,
+            chunk_size=self.chunk_size,
+        )
+        dropped = drop_set(scores, self.p, self.mode, self.rng)
+        if isinstance(buffer, IIFRolloutBuffer) and self.mode != "none":
+            buffer.drop(dropped)
+        self._record(scores, dropped)
+
+    def _record(self, scores: np.ndarray, dropped: np.ndarray) -> None:
+        summary = {
+            "n_records": len(scores),
+            "n_negative": int((scores < 0).sum()),
+            "n_dropped": len(dropped),
+            "n_kept": len(scores) - len(dropped),
+            "score_mean": float(scores.mean()),
+            "score_min": float(scores.min()),
+            "score_max": float(scores.max()),
+        }
+        for key, value in summary.items():
+            self.logger.record(f"influence/{key}", value)
+        self.rounds.append({"round": len(self.rounds) + 1, **summary, "scores": scores, "dropped": dropped})
