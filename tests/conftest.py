@@ -247,6 +247,37 @@ def write_authors_runs(data_dir) -> None:
     pd.DataFrame(rows).reindex(columns=TIDY_COLUMNS + ["source"]).to_csv(data_dir / "authors.csv", index=False)
 
 
+def write_sb3_runs(data_dir) -> None:
+    """paper_figures/data/sb3.csv as benchmarks/sb3_iif_frozenlake.py writes it: rounds 0-3 of 5 seeds of
+    stock SB3 PPO (returns 0, 1, 2, 3) and SB3 + IIF (0, 2, 3, 3: levels 1, 2, 3 at rounds 1, 1, 2)."""
+    from rlinfluence.figures.runs import TIDY_COLUMNS
+
+    returns = {"ppo": [0.0, 1.0, 2.0, 3.0], "iif-p50": [0.0, 2.0, 3.0, 3.0]}
+    rows = [
+        {
+            "experiment": "sb3",
+            "env": "frozenlake",
+            "method": tag.split("-")[0],
+            "method_tag": tag,
+            "p": 50.0 if tag != "ppo" else None,
+            "optimizer": "sgd",
+            "protocol": "sb3",
+            "config_hash": "abc456",
+            "seed": seed,
+            "round": k,
+            "env_steps": 2048 * k,
+            "test_return": returns[tag][k],
+            "n_records": 2048 * (k > 0),
+            "n_kept": 0 if k == 0 else 2048 if tag == "ppo" else 1024,
+            "test_episodes": 100,
+        }
+        for tag in returns
+        for seed in range(5)
+        for k in range(4)
+    ]
+    pd.DataFrame(rows).reindex(columns=TIDY_COLUMNS + ["test_episodes"]).to_csv(data_dir / "sb3.csv", index=False)
+
+
 def write_lm_runs(data_dir) -> None:
     """The language-model runs' CSV with every run the RLHF outputs need, paper scale and tiny world."""
     from rlinfluence.figures.rlhf import LM_CSV

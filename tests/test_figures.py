@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import write_analyses, write_authors_runs, write_lm_runs
+from conftest import write_analyses, write_authors_runs, write_lm_runs, write_sb3_runs
 from rlinfluence.control.evaluation import is_eval_round
 from rlinfluence.figures import catalogue, main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures.catalogue import RUN_OUTPUTS as OUTPUTS
@@ -135,6 +135,7 @@ def made(tmp_path_factory):
     write_analyses(root / "data")
     write_lm_runs(root / "data")
     write_authors_runs(root / "data")
+    write_sb3_runs(root / "data")
     results = regenerate(root / "data", root / "out", runs_root=root / "runs")
     return results, root / "data", root / "out"
 
@@ -199,6 +200,7 @@ TABLES = [
     "fidelity_three_way",
     "fidelity_alignment",
     "fidelity_alignment_ours",
+    "sb3_dropin",
 ]
 
 
@@ -223,6 +225,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "heuristics_td_error.csv",
         "main.csv",
         "p_ablation.csv",
+        "sb3.csv",
     ]
     main = pd.read_csv(data_dir / "main.csv")
     assert list(main.columns) == TIDY_COLUMNS
@@ -694,6 +697,25 @@ def test_three_way_table_scores_each_source_over_the_authors_rounds(made):
     whole = rows.loc[("MiniGrid", "ours, clean protocol (Fig. 6b)")]
     assert whole[["Rounds", "SE_ave mean ± std"]].tolist() == ["0–4", "33.3 ± 0.0"]
     assert rows.loc[("LunarLander", "paper"), "SE_ave mean ± std"] == "26.0 ± 1.8"
+
+
+def test_sb3_dropin_table_scores_stock_sb3_beside_ours_and_the_paper(made):
+    rows = table(made[2], "sb3_dropin").set_index(["Env", "Source"])
+    assert rows.index.tolist() == [
+        ("FrozenLake", source) for source in ("paper", "stock SB3 + IIF vs stock SB3", "ours: IIF vs standard PPO")
+    ]
+    # Stock SB3's standard levels 1, 2, 3 at rounds 1, 2, 3; its IIF reaches them at 1, 1, 2.
+    sb3 = rows.loc[("FrozenLake", "stock SB3 + IIF vs stock SB3")]
+    assert sb3[["Rounds", "Seeds", "SE_ave mean ± std", "SE_ave per seed", "SE_peak mean ± std"]].tolist() == [
+        "0–3",
+        "5",
+        "27.8 ± 0.0",
+        "27.8, 27.8, 27.8, 27.8, 27.8",
+        "33.3 ± 0.0",
+    ]
+    assert sb3["SE_ave IQM [95 % CI]"].startswith("27.8 [")  # equal seeds: scipy's bootstrap CI is degenerate
+    assert rows.loc[("FrozenLake", "paper"), "SE_ave mean ± std"] == "34.0 ± 2.0"
+    assert "LunarLander is not yet run" in (made[2] / "sb3_dropin.md").read_text()
 
 
 def test_alignment_table_reads_the_filtering_arm_one_round_early(made):

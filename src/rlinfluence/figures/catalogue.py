@@ -4,14 +4,15 @@ First those drawn from the control runs (`RUN_OUTPUTS`, below: each names the ex
 makes its runs, and what it needs beyond or instead of what that overlay launches), then Section 4's,
 drawn from the analyses' CSVs (section4.py), the counterfactual check's (counterfactual.py), the RLHF
 outputs, drawn from the language-model runs' CSV (rlhf.py), the cross-env aggregates (aggregates.py)
-and the fidelity comparison with the authors' released pipeline (fidelity.py).
+the fidelity comparison with the authors' released pipeline (fidelity.py) and IIF dropped into stock
+stable-baselines3 PPO (sb3_dropin.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from rlinfluence.figures import aggregates, counterfactual, fidelity, paper, rlhf, section4
+from rlinfluence.figures import aggregates, counterfactual, fidelity, paper, rlhf, sb3_dropin, section4
 from rlinfluence.figures.arms import (
     ADAM_ARMS,
     ADVANTAGE_H1,
@@ -289,4 +290,12 @@ RUN_OUTPUTS: tuple[Output, ...] = (
     ),
 )
 
-OUTPUTS = RUN_OUTPUTS + section4.OUTPUTS + counterfactual.OUTPUTS + rlhf.OUTPUTS + aggregates.OUTPUTS + fidelity.OUTPUTS
+OUTPUTS = (
+    RUN_OUTPUTS
+    + section4.OUTPUTS
+    + counterfactual.OUTPUTS
+    + rlhf.OUTPUTS
+    + aggregates.OUTPUTS
+    + fidelity.OUTPUTS
+    + sb3_dropin.OUTPUTS
+)

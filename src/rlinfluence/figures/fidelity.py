@@ -38,8 +38,9 @@ FIDELITY_ENVS = ("minigrid", "lunarlander")  # the envs the authors' release cov
 
 
 @dataclass(frozen=True)
-class AuthorsRuns(ArmRuns, RestrictableByEnvs):
-    """The authors' own runs (standard PPO and IIF), made by their scripts, not by rlinfluence."""
+class ExternalRuns(ArmRuns, RestrictableByEnvs):
+    """Runs made by code other than rlinfluence's training loop (a benchmark script writes their tidy rows):
+    no refresh from run dirs gathers them. A subclass says how to make them (`command_for`)."""
 
     experiment: str
     envs: tuple[str, ...]
@@ -49,8 +50,17 @@ class AuthorsRuns(ArmRuns, RestrictableByEnvs):
     all_seeds: bool = False
 
     @property
+    def experiments(self) -> tuple[str, ...]:
+        return ()
+
+    @property
     def command(self) -> str:
         return " && ".join(self.command_for(env) for env in self.envs)
+
+
+@dataclass(frozen=True)
+class AuthorsRuns(ExternalRuns):
+    """The authors' own runs (standard PPO and IIF), made by their scripts, not by rlinfluence."""
 
     def command_for(self, env: str) -> str:
         # As many test episodes as our committed runs of the env evaluate, so both sources' curves compare.
@@ -74,7 +84,7 @@ class Sources:
 
     @property
     def experiments(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(e for _, runs in self.parts for e in runs.experiments if e != AUTHORS))
+        return tuple(dict.fromkeys(e for _, runs in self.parts for e in runs.experiments))
 
     @property
     def command(self) -> str:
@@ -120,7 +130,7 @@ def _shifted(curve: np.ndarray) -> np.ndarray:
     return np.concatenate([curve[:1], curve[2:], [np.nan]])
 
 
-def _per_seed(
+def se_per_seed(
     rows: pd.DataFrame, arm_label: str, protocol: str, last_round: int | None, shift: bool = False
 ) -> pd.DataFrame:
     """SE_ave, SE_peak and final returns of `arm_label` against standard PPO of the same seed and protocol."""
@@ -146,7 +156,7 @@ def _per_seed(
     return pd.DataFrame(records)
 
 
-def _robust_cells(values: pd.Series, name: str) -> dict[str, str]:
+def robust_cells(values: pd.Series, name: str) -> dict[str, str]:
     ci = metrics.bootstrap_ci(values)
     return {
         f"{name} mean ± std": pm_over_seeds(values, 1),
@@ -170,30 +180,33 @@ def _comparisons(rows: pd.DataFrame, env: str) -> list[tuple[str, str, pd.DataFr
     ]
 
 
+def paper_row(env: str) -> dict[str, str]:
+    """The paper's Fig. 6b numbers of `env` as a row of a table comparing sources."""
+    reported = paper.FIG6B[env]
+    return {
+        "Env": paper.ENV_TITLES[env],
+        "Source": "paper",
+        "Rounds": MISSING_CELL,
+        "Seeds": "5",
+        "SE_ave mean ± std": f"{reported['SE_ave'][0]:.1f} ± {reported['SE_ave'][1]:.1f}",
+        "SE_peak mean ± std": f"{reported['SE_peak'][0]:.1f} ± {reported['SE_peak'][1]:.1f}",
+    }
+
+
 def three_way_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
-        reported = paper.FIG6B[env]
-        table.append(
-            {
-                "Env": paper.ENV_TITLES[env],
-                "Source": "paper",
-                "Rounds": MISSING_CELL,
-                "Seeds": "5",
-                "SE_ave mean ± std": f"{reported['SE_ave'][0]:.1f} ± {reported['SE_ave'][1]:.1f}",
-                "SE_peak mean ± std": f"{reported['SE_peak'][0]:.1f} ± {reported['SE_peak'][1]:.1f}",
-            }
-        )
+        table.append(paper_row(env))
         for source, rounds, source_rows, protocol, last_round in _comparisons(rows, env):
-            per_seed = _per_seed(source_rows, IIF.label, protocol, last_round)
+            per_seed = se_per_seed(source_rows, IIF.label, protocol, last_round)
             table.append(
                 {
                     "Env": paper.ENV_TITLES[env],
                     "Source": source,
                     "Rounds": rounds,
                     "Seeds": str(len(per_seed)),
-                    **_robust_cells(per_seed["SE_ave"], "SE_ave"),
-                    **_robust_cells(per_seed["SE_peak"], "SE_peak"),
+                    **robust_cells(per_seed["SE_ave"], "SE_ave"),
+                    **robust_cells(per_seed["SE_peak"], "SE_peak"),
                     # Two digits: MiniGrid's returns lie in [0, 1].
                     "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
                     "Final return std": pm_over_seeds(per_seed["final_std"], 2),
@@ -263,7 +276,7 @@ def alignment_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
                 reported = paper.FIG6B[env]["SE_ave"] if arm == IIF else None
                 cells = {}
                 for alignment, shift in (("θ^k at round k", False), ("one round early", True)):
-                    se_ave = _per_seed(source_rows, arm.label, protocol, None, shift)["SE_ave"]
+                    se_ave = se_per_seed(source_rows, arm.label, protocol, None, shift)["SE_ave"]
                     ci = metrics.bootstrap_ci(se_ave)
                     cells[f"SE_ave, {alignment}"] = (
                         f"{pm_over_seeds(se_ave, 1)}; median {se_ave.median():.1f}; "

@@ -37,7 +37,9 @@ from rlinfluence.run.tasks import register
 
 COMPARED_COLUMNS = ["env_steps", "n_records", "n_kept", "test_return"]
 EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full precision
-NOT_OURS = "authors"  # the protocol of the authors' runs (benchmarks/authors_pipeline): not ours to replay
+# The protocols (and experiments) of runs other code made: the authors' (benchmarks/authors_pipeline) and SB3's
+# (benchmarks/sb3_iif_frozenlake.py). Not ours to replay.
+NOT_OURS = ("authors", "sb3")
 # A replay's own settings, none of them result-affecting (rundir.NOT_RESULT_AFFECTING).
 QUIET = ["logger=disabled", "progress=false"]
 
@@ -69,7 +71,7 @@ def run_path(run: pd.Series) -> str:
 
 def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
     """Our committed runs, one row each (their first), with their `path`."""
-    runs = tidy[tidy["protocol"] != NOT_OURS].drop_duplicates(RUN_KEY)
+    runs = tidy[~tidy["protocol"].isin(NOT_OURS)].drop_duplicates(RUN_KEY)
     return runs.assign(path=runs.apply(run_path, axis=1))
 
 

@@ -1,0 +1,74 @@
+"""IIF dropped into stock stable-baselines3 PPO (rlinfluence.sb3) beside our own IIF and the paper.
+
+The stock SB3 runs come from `benchmarks/sb3_iif_frozenlake.py` (SB3's PPO at the paper's FrozenLake
+settings, with and without IIF, tidy rows of experiment `sb3`, protocol `sb3`): round k is the test after
+k updates, round 0 the initial policy, as in our runs. LunarLander is not yet run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from rlinfluence.figures import paper
+from rlinfluence.figures.arms import IIF, STANDARD
+from rlinfluence.figures.control_runs import Runs
+from rlinfluence.figures.fidelity import ExternalRuns, Sources, paper_row, robust_cells, se_per_seed
+from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
+from rlinfluence.figures.requirements import Output
+from rlinfluence.run.rundir import CLEAN
+
+SB3 = "sb3"  # experiment and protocol of paper_figures/data/sb3.csv
+SB3_ENVS = ("frozenlake",)  # LunarLander: not yet run
+
+
+@dataclass(frozen=True)
+class SB3Runs(ExternalRuns):
+    """Stock SB3 PPO and SB3 PPO + IIF, made by benchmarks/sb3_iif_frozenlake.py, not by rlinfluence's loop."""
+
+    def command_for(self, env: str) -> str:
+        return "python benchmarks/sb3_iif_frozenlake.py"
+
+
+SB3_SOURCE, OURS_SOURCE = "stock SB3 + IIF vs stock SB3", "ours: IIF vs standard PPO"
+SB3_RUNS = SB3Runs(SB3, SB3_ENVS, (STANDARD, IIF), seeds=5, protocols=(SB3,))
+DROPIN_RUNS = Sources(((SB3_SOURCE, SB3_RUNS), (OURS_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=SB3_ENVS))))
+
+
+def dropin_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
+    table = []
+    for env in output.runs.envs:
+        table.append(paper_row(env))
+        for source, protocol in ((SB3_SOURCE, SB3), (OURS_SOURCE, CLEAN)):
+            source_rows = rows[(rows["env"] == env) & (rows["source"] == source)]
+            per_seed = se_per_seed(source_rows, IIF.label, protocol, None)
+            table.append(
+                {
+                    "Env": paper.ENV_TITLES[env],
+                    "Source": source,
+                    "Rounds": f"0–{int(source_rows['round'].max())}",
+                    "Seeds": str(len(per_seed)),
+                    **robust_cells(per_seed["SE_ave"], "SE_ave"),
+                    **robust_cells(per_seed["SE_peak"], "SE_peak"),
+                    "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
+                    "Final return std": pm_over_seeds(per_seed["final_std"], 2),
+                }
+            )
+    return pd.DataFrame(table).fillna(MISSING_CELL)
+
+
+OUTPUTS: tuple[Output, ...] = (
+    Output(
+        "sb3_dropin",
+        "IIF in stock SB3",
+        "IIF dropped into stock stable-baselines3 PPO (rlinfluence.sb3; benchmarks/sb3_iif_frozenlake.py: SB3 "
+        "2.9.2's PPO at the paper's FrozenLake settings, SGD 5e-3, p = 50 %, 100 test episodes of the "
+        "stochastic policy a round) against stock SB3 PPO of the same seed, beside our IIF against our standard "
+        "PPO (Fig. 6b's runs, clean protocol) and the paper's Fig. 6b. Mean ± std over seeds (the paper's "
+        "statistic), median, IQM with a 95 % percentile-bootstrap CI (scipy, 10,000 resamples), per-seed values "
+        "in seed order; final return: the last round's test return. FrozenLake only: LunarLander is not yet run.",
+        DROPIN_RUNS,
+        dropin_table,
+    ),
+)
