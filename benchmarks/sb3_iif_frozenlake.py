@@ -33,16 +33,13 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
 from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.figures.committed import SETTINGS, load_settings
-from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, tidy_csv_bytes
-from rlinfluence.run.checkpoint import write_bytes, write_json
+from rlinfluence.figures.runs import EXTERNAL_RUN_KEY, TIDY_COLUMNS, commit_external_runs
 from rlinfluence.run.provenance import provenance
 from rlinfluence.sb3 import IIFRolloutBuffer, InfluenceFilter
 
 N_STEPS = 2048
 P = 50.0
 SB3_CSV = REPO_ROOT / "paper_figures" / "data" / "sb3.csv"
-RUN_KEY = ["env", "method_tag", "seed"]
 EXTRA_COLUMNS = ["test_episodes"]
 
 
@@ -123,16 +120,6 @@ def tidy(rows: list[dict], seed: int, iif: bool, config_hash: str, eval_episodes
     return frame.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
 
 
-def merge(fresh: pd.DataFrame, path: Path) -> pd.DataFrame:
-
-    if path.exists():
-        committed = read_tidy_csv(path)
-        replaced = committed.set_index(RUN_KEY).index.isin(fresh.set_index(RUN_KEY).index)
-        fresh = pd.concat([committed[~replaced], fresh], ignore_index=True)
-    rows = fresh.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
-    return rows.sort_values(["env", "method_tag", "seed", "round"], kind="stable").reset_index(drop=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -160,12 +147,8 @@ def main() -> None:
             f"(per seed final: {runs[:, -1].round(2).tolist()})"
         )
 
-    rows = merge(pd.concat(frames, ignore_index=True), args.out)
-    known = load_settings(args.out.parent)  # every committed hash names its settings (figures/committed.py)
-    known[config_hash] = made_with
-    write_json(args.out.parent / SETTINGS, dict(sorted(known.items())))
-    write_bytes(args.out, tidy_csv_bytes(rows))
-    print(f"wrote {len(frames)} runs to {args.out} ({rows.drop_duplicates(RUN_KEY).shape[0]} runs there)")
+    rows = commit_external_runs(pd.concat(frames, ignore_index=True), args.out, {config_hash: made_with}, EXTRA_COLUMNS)
+    print(f"wrote {len(frames)} runs to {args.out} ({rows.drop_duplicates(EXTERNAL_RUN_KEY).shape[0]} runs there)")
 
 
 if __name__ == "__main__":

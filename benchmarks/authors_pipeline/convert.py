@@ -25,9 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.figures.committed import SETTINGS, load_settings
-from rlinfluence.figures.runs import TIDY_COLUMNS, read_tidy_csv, tidy_csv_bytes
-from rlinfluence.run.checkpoint import write_bytes, write_json
+from rlinfluence.figures.runs import EXTERNAL_RUN_KEY, TIDY_COLUMNS, commit_external_runs
 from rlinfluence.run.provenance import LIBRARIES
 
 UPDATES_PER_ROUND = 320  # 2,048 records / 64 per minibatch x 10 epochs
@@ -35,7 +33,6 @@ N_STEPS = 2048
 P = 12.5
 AUTHORS_CSV = REPO_ROOT / "paper_figures" / "data" / "authors.csv"
 EXTRA_COLUMNS = ["source", "test_episodes", "tested_checkpoint", "result_file"]
-RUN_KEY = ["env", "method_tag", "seed"]
 
 # What each env's runs are made of; hashed into config_hash with the test-episode count.
 ENVS = {
@@ -215,15 +212,6 @@ def convert(work: Path, versions: str | None) -> pd.DataFrame:
     return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
 
 
-def merge(fresh: pd.DataFrame, path: Path) -> pd.DataFrame:
-    if path.exists():
-        committed = read_tidy_csv(path)
-        replaced = committed.set_index(RUN_KEY).index.isin(fresh.set_index(RUN_KEY).index)
-        fresh = pd.concat([committed[~replaced], fresh], ignore_index=True)
-    rows = fresh.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
-    return rows.sort_values(["env", "method_tag", "seed", "round"], kind="stable").reset_index(drop=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, type=Path, help="driver.py's --work dir")
@@ -231,18 +219,16 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, help="driver.py's --venv: its library versions go into the rows")
     args = parser.parse_args()
     fresh = convert(args.work.expanduser().resolve(), venv_versions(args.venv))
-    rows = merge(fresh, args.out)
-    # Every committed hash names its settings in settings.json (figures/committed.py), the authors' too.
-    known = load_settings(args.out.parent)
-    for run in rows.drop_duplicates(["env", "test_episodes"]).itertuples():
-        known[run.config_hash] = settings(run.env, int(run.test_episodes))
-    write_json(args.out.parent / SETTINGS, dict(sorted(known.items())))
-    write_bytes(args.out, tidy_csv_bytes(rows))
-    runs = fresh.drop_duplicates(RUN_KEY)
+    made_with = {
+        run.config_hash: settings(run.env, int(run.test_episodes))
+        for run in fresh.drop_duplicates(["env", "test_episodes"]).itertuples()
+    }
+    rows = commit_external_runs(fresh, args.out, made_with, EXTRA_COLUMNS)
+    runs = fresh.drop_duplicates(EXTERNAL_RUN_KEY)
     print(
         f"convert: {len(runs)} finished runs from {args.work} "
         f"({', '.join(f'{r.env} {r.method} seed {r.seed}' for r in runs.itertuples())}); "
-        f"{args.out} holds {rows.drop_duplicates(RUN_KEY).shape[0]} runs"
+        f"{args.out} holds {rows.drop_duplicates(EXTERNAL_RUN_KEY).shape[0]} runs"
     )
 
 

@@ -66,6 +66,16 @@ class _Policy(nn.Module):
         return lambda obs, actions: functional_call(self, params, (obs, actions))
 
 
+def check_target(target: str | LossFn, target_state: npt.ArrayLike | None, target_action: npt.ArrayLike | None) -> None:
+    """A one-line ValueError for a target record_influence cannot compute."""
+    if callable(target):
+        return
+    if target not in TARGETS:
+        raise ValueError(f"target={target!r} is not one of: {', '.join(TARGETS)}, or a function params -> loss")
+    if target == "action" and (target_state is None or target_action is None):
+        raise ValueError("target='action' needs target_state and target_action (the s* and a* of f_action)")
+
+
 def _target_loss(
     target: str | LossFn,
     policy: _Policy,
@@ -82,12 +92,9 @@ def _target_loss(
             records if target_records is None else _Transitions.of(target_records, TARGET_RECORD_KEYS, "target_records")
         )
         return lambda params: ReturnTarget().loss(policy.at(params), on)
-    if target == "action":
-        if target_state is None or target_action is None:
-            raise ValueError("target='action' needs target_state and target_action (the s* and a* of f_action)")
-        action_target = ActionTarget(target_state, target_action)
-        return lambda params: action_target.loss(policy.at(params), records)
-    raise ValueError(f"target={target!r} is not one of: {', '.join(TARGETS)}, or a function params -> loss")
+    assert target == "action" and target_state is not None and target_action is not None  # check_target
+    action_target = ActionTarget(target_state, target_action)
+    return lambda params: action_target.loss(policy.at(params), records)
 
 
 def record_influence(
@@ -118,6 +125,7 @@ def record_influence(
     clip_range, ent_coef: the PPO loss's (at θ_k, where π = π_old, the clip is inactive).
     parameters: the names of the parameters to attribute through (default: all that require grad).
     """
+    check_target(target, target_state, target_action)
     transitions = _Transitions.of(records, RECORD_KEYS, "records")
     wrapped = _Policy(module, policy)
     named = dict(module.named_parameters())

@@ -27,7 +27,7 @@ from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
 from rlinfluence.figures.control_runs import CPU_EVALUATION, ArmRuns, Runs
-from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
+from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, final_return
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import FigureData, Output, Requirement, RestrictableByEnvs
@@ -188,8 +188,23 @@ def paper_row(env: str) -> dict[str, str]:
         "Source": "paper",
         "Rounds": MISSING_CELL,
         "Seeds": "5",
-        "SE_ave mean ± std": f"{reported['SE_ave'][0]:.1f} ± {reported['SE_ave'][1]:.1f}",
-        "SE_peak mean ± std": f"{reported['SE_peak'][0]:.1f} ± {reported['SE_peak'][1]:.1f}",
+        "SE_ave mean ± std": pm(*reported["SE_ave"], 1),
+        "SE_peak mean ± std": pm(*reported["SE_peak"], 1),
+    }
+
+
+def source_row(env: str, source: str, rounds: str, per_seed: pd.DataFrame) -> dict[str, str]:
+    """One source's IIF against its standard PPO (`se_per_seed`'s rows) as a row beside `paper_row`."""
+    return {
+        "Env": paper.ENV_TITLES[env],
+        "Source": source,
+        "Rounds": rounds,
+        "Seeds": str(len(per_seed)),
+        **robust_cells(per_seed["SE_ave"], "SE_ave"),
+        **robust_cells(per_seed["SE_peak"], "SE_peak"),
+        # Two digits: MiniGrid's returns lie in [0, 1].
+        "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
+        "Final return std": pm_over_seeds(per_seed["final_std"], 2),
     }
 
 
@@ -199,21 +214,10 @@ def three_way_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
         table.append(paper_row(env))
         for source, rounds, source_rows, protocol, last_round in _comparisons(rows, env):
             per_seed = se_per_seed(source_rows, IIF.label, protocol, last_round)
+            gaps = per_seed["final_method"] - per_seed["final_std"]
             table.append(
-                {
-                    "Env": paper.ENV_TITLES[env],
-                    "Source": source,
-                    "Rounds": rounds,
-                    "Seeds": str(len(per_seed)),
-                    **robust_cells(per_seed["SE_ave"], "SE_ave"),
-                    **robust_cells(per_seed["SE_peak"], "SE_peak"),
-                    # Two digits: MiniGrid's returns lie in [0, 1].
-                    "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
-                    "Final return std": pm_over_seeds(per_seed["final_std"], 2),
-                    "Final IIF − std per seed": ", ".join(
-                        f"{v:.2f}" for v in per_seed["final_method"] - per_seed["final_std"]
-                    ),
-                }
+                source_row(env, source, rounds, per_seed)
+                | {"Final IIF − std per seed": ", ".join(f"{v:.2f}" for v in gaps)}
             )
     return pd.DataFrame(table).fillna(MISSING_CELL)
 

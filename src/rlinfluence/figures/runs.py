@@ -12,11 +12,19 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from rlinfluence.figures.committed import REPLACE_KEY, Refresh, describe_difference, run_settings
-from rlinfluence.run.checkpoint import RunDirError
+from rlinfluence.figures.committed import (
+    REPLACE_KEY,
+    SETTINGS,
+    Refresh,
+    describe_difference,
+    load_settings,
+    run_settings,
+)
+from rlinfluence.run.checkpoint import RunDirError, write_bytes, write_json
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.run.rundir import DONE, IDENTITY
 
@@ -303,3 +311,25 @@ def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, 
         of_experiment.files[path] = tidy_csv_bytes(sort_tidy(merged))
         refresh.merge(of_experiment)
     return refresh
+
+
+EXTERNAL_RUN_KEY = ["env", "method_tag", "seed"]  # one run of a CSV that holds a single experiment
+
+
+def commit_external_runs(
+    fresh: pd.DataFrame, csv_path: Path, settings: dict[str, dict[str, Any]], extra_columns: list[str]
+) -> pd.DataFrame:
+    """Rows that code other than our training loop made (benchmarks/authors_pipeline/convert.py,
+    benchmarks/sb3_iif_frozenlake.py) merged into their tidy CSV: a fresh run replaces the committed run of
+    the same env, arm and seed, every other committed run stays. `settings` (config_hash -> what made the
+    rows) join settings.json, as every committed hash names its settings. Writes both; returns the rows."""
+    if csv_path.exists():
+        committed = read_tidy_csv(csv_path)
+        key = committed.set_index(EXTERNAL_RUN_KEY).index
+        fresh = pd.concat([committed[~key.isin(fresh.set_index(EXTERNAL_RUN_KEY).index)], fresh], ignore_index=True)
+    rows = fresh.reindex(columns=TIDY_COLUMNS + extra_columns)
+    rows = rows.sort_values(["env", "method_tag", "seed", "round"], kind="stable").reset_index(drop=True)
+    known = load_settings(csv_path.parent) | settings
+    write_json(csv_path.parent / SETTINGS, dict(sorted(known.items())))
+    write_bytes(csv_path, tidy_csv_bytes(rows))
+    return rows

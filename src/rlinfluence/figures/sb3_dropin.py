@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, STANDARD
 from rlinfluence.figures.control_runs import Runs
-from rlinfluence.figures.fidelity import ExternalRuns, Sources, paper_row, robust_cells, se_per_seed
-from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
+from rlinfluence.figures.fidelity import ExternalRuns, Sources, paper_row, se_per_seed, source_row
+from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.requirements import Output
 from rlinfluence.run.rundir import CLEAN
 
@@ -43,18 +42,7 @@ def dropin_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
         for source, protocol in ((SB3_SOURCE, SB3), (OURS_SOURCE, CLEAN)):
             source_rows = rows[(rows["env"] == env) & (rows["source"] == source)]
             per_seed = se_per_seed(source_rows, IIF.label, protocol, None)
-            table.append(
-                {
-                    "Env": paper.ENV_TITLES[env],
-                    "Source": source,
-                    "Rounds": f"0–{int(source_rows['round'].max())}",
-                    "Seeds": str(len(per_seed)),
-                    **robust_cells(per_seed["SE_ave"], "SE_ave"),
-                    **robust_cells(per_seed["SE_peak"], "SE_peak"),
-                    "Final return IIF": pm_over_seeds(per_seed["final_method"], 2),
-                    "Final return std": pm_over_seeds(per_seed["final_std"], 2),
-                }
-            )
+            table.append(source_row(env, source, f"0–{int(source_rows['round'].max())}", per_seed))
     return pd.DataFrame(table).fillna(MISSING_CELL)
 
 

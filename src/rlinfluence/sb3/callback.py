@@ -14,8 +14,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch.distributions import Distribution
 
-from rlinfluence.attribution import TARGETS, drop_set, record_influence
+from rlinfluence.attribution import drop_set, record_influence
 from rlinfluence.attribution.drop import check_drop_settings
+from rlinfluence.attribution.scores import check_target
 from rlinfluence.sb3.buffer import IIFRolloutBuffer
 
 
@@ -68,10 +69,7 @@ class InfluenceFilter(BaseCallback):
     ):
         super().__init__(verbose)
         check_drop_settings(mode, p)
-        if target not in TARGETS:
-            raise ValueError(f"target={target!r} is not one of: {', '.join(TARGETS)}")
-        if target == "action" and (target_state is None or target_action is None):
-            raise ValueError("target='action' needs target_state and target_action (the s* and a* of f_action)")
+        check_target(target, target_state, target_action)
         self.mode, self.p, self.target = mode, p, target
         self.target_state, self.target_action = target_state, target_action
         self.rng = np.random.default_rng(seed)
