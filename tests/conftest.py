@@ -248,7 +248,7 @@ def write_authors_runs(data_dir) -> None:
 
 
 def write_sb3_runs(data_dir) -> None:
-    """paper_figures/data/sb3.csv as benchmarks/sb3_iif_frozenlake.py writes it: rounds 0-3 of 5 seeds of
+    """paper_figures/data/sb3.csv as benchmarks/sb3_iif_study.py writes it: rounds 0-3 of 5 seeds of
     stock SB3 PPO (returns 0, 1, 2, 3) and SB3 + IIF (0, 2, 3, 3: levels 1, 2, 3 at rounds 1, 1, 2)."""
     from rlinfluence.figures.runs import TIDY_COLUMNS
 

@@ -320,7 +320,7 @@ def commit_external_runs(
     fresh: pd.DataFrame, csv_path: Path, settings: dict[str, dict[str, Any]], extra_columns: list[str]
 ) -> pd.DataFrame:
     """Rows that code other than our training loop made (benchmarks/authors_pipeline/convert.py,
-    benchmarks/sb3_iif_frozenlake.py) merged into their tidy CSV: a fresh run replaces the committed run of
+    benchmarks/sb3_iif_study.py) merged into their tidy CSV: a fresh run replaces the committed run of
     the same env, arm and seed, every other committed run stays. `settings` (config_hash -> what made the
     rows) join settings.json, as every committed hash names its settings. Writes both; returns the rows."""
     if csv_path.exists():

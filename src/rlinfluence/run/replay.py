@@ -38,7 +38,7 @@ from rlinfluence.run.tasks import register
 COMPARED_COLUMNS = ["env_steps", "n_records", "n_kept", "test_return"]
 EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full precision
 # The protocols (and experiments) of runs other code made: the authors' (benchmarks/authors_pipeline) and SB3's
-# (benchmarks/sb3_iif_frozenlake.py). Not ours to replay.
+# (benchmarks/sb3_iif_study.py). Not ours to replay.
 NOT_OURS = ("authors", "sb3")
 # A replay's own settings, none of them result-affecting (rundir.NOT_RESULT_AFFECTING).
 QUIET = ["logger=disabled", "progress=false"]
