@@ -190,6 +190,7 @@ def test_a_resumed_corrupted_run_plants_the_same_records_and_logs_each_round_onc
         handle.write(json.dumps(stale) + "\n")
     train(cfg, interrupted, read_resume(interrupted))
     assert corruption_rows(interrupted) == corruption_rows(whole)
+    assert metrics_rows(interrupted, timings=False) == metrics_rows(whole, timings=False)
 
 
 # ----------------------------------------------------------------------------- the config
