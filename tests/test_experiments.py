@@ -14,7 +14,7 @@ from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.config.validation import validate
 from rlinfluence.figures.catalogue import RUN_OUTPUTS
 from rlinfluence.launch.manifest import expand_sweep
-from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
+from rlinfluence.run.rundir import digest, method_tag, protocol_tag, run_leaf
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
@@ -31,6 +31,9 @@ def runs(envs, tags, seeds, optimizer=None):
     }
 
 
+CORRUPTION_HASHES = {
+    fraction: digest({"corruption.fraction": fraction}) for fraction in (0.05, 0.1, 0.2)
+}  # corruption.kind=advantage_sign is its default
 EXPECTED = {
     "main": runs(MAIN_ENVS, ["iif-p{p}", "ppo", "random-p{p}"], 5),
     "p_ablation": runs(P_ABLATION_ENVS, ["ppo", "iif-p6.25", "iif-p12.5", "iif-p25", "iif-p50", "iif-p100"], 3),
@@ -56,6 +59,12 @@ EXPECTED = {
     "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
     "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
     "robust_guard_frozenlake": {("frozenlake", "sgd", "iif_guard-p50", seed) for seed in range(30, 35)},
+    # Each fraction's hash: corruption.fraction, the one setting off the env's defaults.
+    "corruption": runs(
+        ["frozenlake", "acrobot", "lunarlander"],
+        [f"{tag}-{digest}" for tag in ("ppo", "iif-p{p}") for digest in CORRUPTION_HASHES.values()],
+        5,
+    ),
 }
 JOB_COUNTS = {
     "main": 90,
@@ -71,6 +80,7 @@ JOB_COUNTS = {
     "robust": 60,
     "robust_collapse": 90,
     "robust_guard_frozenlake": 5,
+    "corruption": 90,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -87,6 +97,7 @@ FEEDS = {
     "robust": ["robust_efficiency", "robust_curves"],
     "robust_collapse": ["robust_collapse_frozenlake"],
     "robust_guard_frozenlake": ["robust IIF"],
+    "corruption": ["Planted bad data", "issue 35"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.

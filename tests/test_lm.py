@@ -4,6 +4,7 @@ resume after kill -9, and the one-line error for a model that is not on this mac
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from conftest import compose_config, config_refusal, metrics_rows
 from rlinfluence.cli import run_task
 from rlinfluence.config.validation import validate
 from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
+from rlinfluence.run.checkpoint import CORRUPTION
 
 # A tiny world built in seconds (the preset's pretraining is longer), small rounds.
 LM_TINY = [
@@ -170,6 +172,22 @@ def test_ppo_and_random_keep_their_records_as_the_shared_methods_say(tmp_path):
     run_task(compose_config(LM_TINY + ["method=random", "env.rounds=1"]), random)
     row = metrics_rows(random, timings=False)[1]
     assert int(row["n_kept"]) == 16 - int(row["n_negative"])  # p = 100: as many dropped as are negative
+
+
+def test_planted_responses_get_the_negated_reward_model_score(tmp_path):
+    """corruption.kind=reward on the language-model agent: a noisy reward model. The round's responses are
+    the clean run's; the planted ones' scores change sign, and the run logs what it planted."""
+    from rlinfluence.lm.trainer import LMTrainer
+
+    corrupted = ["corruption.kind=reward", "corruption.fraction=0.25"]
+    clean, planted_batch = (LMTrainer(compose_config(LM_TINY + extra)).collect(1) for extra in ([], corrupted))
+    planted = planted_batch.planted
+    assert clean.planted is None and int(planted.sum()) == 4
+    assert torch.equal(clean.input_ids, planted_batch.input_ids)
+    assert torch.equal(planted_batch.scores, torch.where(planted, -clean.scores, clean.scores))
+    run_task(compose_config(LM_TINY + corrupted + ["method=iif", "env.rounds=1"]), tmp_path)
+    [row] = [json.loads(line) for line in (tmp_path / CORRUPTION).read_text().splitlines()]
+    assert row["n_planted"] == len(row["planted"]) == 4 and 0 <= row["auroc_influence"] <= 1
 
 
 # ----------------------------------------------------------------------------- config and missing models

@@ -331,3 +331,32 @@ def iqm_curve(curves, confidence: float = 0.95, seed: int = 0):
         rng=np.random.default_rng(seed),
     )
     return iqm(curves, axis=0), result.confidence_interval.low, result.confidence_interval.high
+
+
+# ---------------------------------------------------------------- planted bad data (corruption.py)
+# Per round of a corrupted run: does the drop set hold the planted records, and do the scores rank them last?
+
+
+def auroc(positives: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve of `scores` for the `positives` mask: P(a positive scores above a
+    negative), a tie counting ½ (`probability_of_improvement` of the two groups). NaN without both."""
+    if positives.all() or not positives.any():
+        return float("nan")
+    return probability_of_improvement(scores[positives], scores[~positives])
+
+
+def planted_detection(
+    planted: np.ndarray, dropped: np.ndarray, influence: np.ndarray | None, agreement: np.ndarray | None
+) -> dict[str, float]:
+    """How well a round finds its planted records (bool masks over record ids): the precision and recall
+    of its drop set (precision NaN when nothing is dropped), and the AUROC for "planted" of −influence and
+    of −Ā·Â, the advantage heuristics' `agreement` (planted records should score low on both; NaN where
+    the round has no such score)."""
+    caught = int((planted & dropped).sum())
+    return {
+        "n_planted": int(planted.sum()),
+        "precision": caught / dropped.sum() if dropped.any() else float("nan"),
+        "recall": caught / planted.sum() if planted.any() else float("nan"),
+        "auroc_influence": float("nan") if influence is None else auroc(planted, -influence),
+        "auroc_advantage": float("nan") if agreement is None else auroc(planted, -agreement),
+    }

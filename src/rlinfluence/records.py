@@ -20,6 +20,12 @@ class Records(Protocol):
     def __len__(self) -> int: ...
 
 
+class PlantedRecords(Records, Protocol):
+    """The records of an agent that plants bad data (corruption.py): `RolloutBuffer`, `Sequences`."""
+
+    planted: torch.Tensor | None  # bool per record id: corrupted this round; None in a clean run
+
+
 @dataclass
 class RolloutBuffer:
     obs: torch.Tensor  # (N, *obs_shape); uint8 for images
@@ -34,6 +40,7 @@ class RolloutBuffer:
     env_index: torch.Tensor  # which training env produced the record
     step: torch.Tensor  # the step t within the round
     state_keys: torch.Tensor | None = None  # int64 id of the true state s (env.state_key); None if the env has none
+    planted: torch.Tensor | None = None  # bool: the record was corrupted (corruption.py); None in a clean run
 
     def __len__(self) -> int:
         return self.obs.shape[0]

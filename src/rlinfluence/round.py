@@ -13,7 +13,8 @@ config and in the strategy objects (selection, target, action head), never in th
 agent (run/agents.py's Agent): control/trainer.py's for the control envs, lm/trainer.py's for language
 models; run/loop.py runs the rounds of a run. The loop owns what every agent shares: the order of the
 stages, their timing, the selection, the row's common fields and the NaN of what a round did not
-measure (a round eval.every skips).
+measure (a round eval.every skips). A round that planted records (corruption.py) adds how well its
+selection and scores found them to its row, beyond the metrics.csv columns.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from typing import Any
 
 from rlinfluence.control.evaluation import is_eval_round
+from rlinfluence.corruption import round_detection
 from rlinfluence.run.agents import Agent
 
 NAN = float("nan")
@@ -82,7 +84,7 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
     fields |= evaluation(agent, k)
     watch.lap("time_eval")
     scores, n = influence.scores, len(records)
-    return metrics_row(
+    row = metrics_row(
         agent,
         fields
         | watch.times
@@ -96,3 +98,6 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
             "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
         },
     )
+    if not agent.cfg.corruption.fraction:
+        return row
+    return row | round_detection(records, selection, scores, agent.cfg.ppo.gamma)  # beyond the columns: logger.py

@@ -21,6 +21,7 @@ STREAMS = (
     "influence_partition",
     "prompts",
     "val_generation",
+    "corruption",
 )
 
 

@@ -236,6 +236,15 @@ class CollectionConfig:
 
 
 @dataclass
+class CorruptionConfig:
+    """Planted bad data (corruption.py): each round, a seeded random share of the records is corrupted, so
+    that how well a method's drop set and its scores find them can be measured. 0: none (a clean run)."""
+
+    fraction: float = 0.0  # share of each round's records planted, in [0, 1)
+    kind: str = "advantage_sign"  # a name in corruption.KINDS: how a planted record is corrupted
+
+
+@dataclass
 class LoggerConfig:
     mode: str = "offline"  # a name in run_logger.LOGGER_MODES
     project: str = "rlinfluence"
@@ -358,6 +367,7 @@ class Config:
     collection: CollectionConfig = field(default_factory=CollectionConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
+    corruption: CorruptionConfig = field(default_factory=CorruptionConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     figures: FiguresConfig = field(default_factory=FiguresConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)

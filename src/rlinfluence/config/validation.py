@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlinfluence import influence
 from rlinfluence.config.schema import ConfigError, EnvConfig, require_one_of
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
+from rlinfluence.corruption import KINDS, LM_KINDS
 from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, built_spaces, space_shape
 from rlinfluence.run.agents import AGENTS, agent_class
 from rlinfluence.run.logger import LOGGER_MODES
@@ -139,6 +140,7 @@ def validate(cfg: DictConfig) -> None:
         "influence.preconditioner=adam needs optimizer=adam (it reads Adam's state), "
         f"got optimizer={cfg.optimizer.name}",
     )
+    check_corruption(cfg)
     _require(
         cfg.device == "cpu" or (cfg.device.startswith("cuda") and torch.cuda.is_available()),
         f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})",
@@ -147,6 +149,20 @@ def validate(cfg: DictConfig) -> None:
     if cfg.task == TRAIN:
         check_writable("runs_root", cfg.runs_root)
     check_task(cfg)
+
+
+def check_corruption(cfg: DictConfig) -> None:
+    """corruption.*: a share of each round's records in [0, 1), planted in a way the agent can plant."""
+    fraction, kind = cfg.corruption.fraction, cfg.corruption.kind
+    _require(
+        0 <= fraction < 1,
+        f"corruption.fraction={fraction} must be in [0, 1) (the share of each round's records planted)",
+    )
+    require_one_of("corruption.kind", kind, KINDS)
+    _require(
+        not fraction or cfg.env.agent == "control" or kind in LM_KINDS,
+        f"corruption.kind={kind!r} is not one of: {', '.join(LM_KINDS)} (what env.agent={cfg.env.agent} plants)",
+    )
 
 
 # ----------------------------------------------------------------------------- the env and its preset

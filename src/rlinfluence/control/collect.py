@@ -98,10 +98,17 @@ class TrainEnvs:
 
 @torch.no_grad()
 def collect_rollout(
-    model: ActorCritic, envs: TrainEnvs, n_steps: int, gamma: float, gae_lambda: float, generator: torch.Generator
+    model: ActorCritic,
+    envs: TrainEnvs,
+    n_steps: int,
+    gamma: float,
+    gae_lambda: float,
+    generator: torch.Generator,
+    negated_rewards: torch.Tensor | None = None,
 ) -> RolloutBuffer:
     """Step the envs with the current policy; values and log-probs are computed afterwards in one
-    batched pass (same θ_k), which keeps the per-step work to the policy head alone."""
+    batched pass (same θ_k), which keeps the per-step work to the policy head alone. `negated_rewards`
+    (bool per record id; corruption.kind=reward) negates those records' env rewards before GAE."""
     n_envs = len(envs.envs)
     obs_buf = np.zeros((n_steps, n_envs, *space_shape(envs.observation_space)), envs.observation_space.dtype)
     action_shape = space_shape(envs.action_space)
@@ -127,6 +134,9 @@ def collect_rollout(
         obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]), actions_buf.reshape(n_steps * n_envs, *action_shape)
     )
     values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
+    if negated_rewards is not None:  # the env's reward only: a truncation's bootstrap below stays a true value
+        grid = negated_rewards.numpy().reshape(n_envs, n_steps).T
+        rewards[grid] = -rewards[grid]
     if truncations:
         # Time-limit truncation is not a real end: bootstrap from the final observation's value.
         final_values = model.values(np.stack([final for _, _, final in truncations]))

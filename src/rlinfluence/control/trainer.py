@@ -14,6 +14,7 @@ from rlinfluence.config.validation import check_action_target, check_env, requir
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.corruption import ADVANTAGE_SIGN, REWARD, negate_planted_advantages, planted_records
 from rlinfluence.envs.make import space_shape
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.records import RolloutBuffer
@@ -82,14 +83,21 @@ class Trainer:
             self.action_generator.set_state(self.first_action_state)
         self.envs.finished_returns.clear()
         self.envs.start_round()
-        return collect_rollout(
+        corruption = self.cfg.corruption
+        planted = planted_records(self.cfg.seed, k, self.cfg.env.n_envs * self.cfg.env.n_steps, corruption.fraction)
+        buffer = collect_rollout(
             self.model,
             self.envs,
             self.cfg.env.n_steps,
             self.cfg.ppo.gamma,
             self.cfg.ppo.gae_lambda,
             self.action_generator,
+            negated_rewards=planted if corruption.kind == REWARD else None,
         )
+        buffer.planted = planted
+        if planted is not None and corruption.kind == ADVANTAGE_SIGN:
+            negate_planted_advantages(buffer)
+        return buffer
 
     def forward(self, k: int, buffer: RolloutBuffer) -> dict[str, float]:
         """Nothing: collect_rollout computes the log-probs, values and advantages at θ_k."""
@@ -121,13 +129,14 @@ class Trainer:
         return cast(PPOConfig, OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range}))
 
     def attribute(self, k: int, buffer: RolloutBuffer) -> ControlInfluence:
-        """IIF's scores when the method needs them; with influence.checkpoints=every_step, the paper's
-        multi-checkpoint influence too, summed during round k's update, and the round-start scores it is
-        compared with."""
+        """IIF's scores when the method needs them or the round planted records (whose ranking is measured);
+        with influence.checkpoints=every_step, the paper's multi-checkpoint influence too, summed during
+        round k's update, and the round-start scores it is compared with."""
         steps = None
         if self.cfg.influence.checkpoints == "every_step":
             steps = StepInfluence(self.model, buffer, self.target, self.ppo_settings(k), self.learning_rate(k))
-        if not (self.method.needs_scores or steps):
+        measured = buffer.planted is not None  # a corrupted run scores every arm, to rank its planted records
+        if not (self.method.needs_scores or steps or measured):
             return ControlInfluence()
         attribute = self.attribution(buffer)
         return ControlInfluence(attribute(self.target), attribute, steps)

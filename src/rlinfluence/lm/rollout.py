@@ -30,6 +30,7 @@ class Sequences:
     advantages: torch.Tensor | None = None  # (N, L-1) whitened GAE advantages
     returns: torch.Tensor | None = None  # (N, L-1) GAE advantages (before whitening) + values
     kl: torch.Tensor | None = None  # (N,) Σ (log π_θk − log π_ref) over each response: what the KL controller steers
+    planted: torch.Tensor | None = None  # (N,) bool: the score was negated (corruption.py); None in a clean run
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]

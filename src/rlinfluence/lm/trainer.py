@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.config.validation import require_one_of
+from rlinfluence.corruption import planted_records
 from rlinfluence.lm import hub
 from rlinfluence.lm.evaluation import ToxicityEvaluator
 from rlinfluence.lm.influence import TARGET_LOSSES, record_loss_fn, sequence_scores, target_gradient
@@ -179,7 +180,12 @@ class LMTrainer:
 
     def collect(self, k: int) -> Sequences:
         seed, new_tokens = self.round_sampling(k)
-        return self.rollout(self.round_queries(k), seed, new_tokens)
+        batch = self.rollout(self.round_queries(k), seed, new_tokens)
+        planted = planted_records(self.cfg.seed, k, len(batch), self.cfg.corruption.fraction)
+        if planted is not None:  # a noisy reward model: the planted responses' scores change sign
+            batch.planted = planted.to(self.device)
+            batch.scores[batch.planted] *= -1
+        return batch
 
     def forward(self, k: int, batch: Sequences) -> dict[str, float]:
         return {"mean_kl": self.annotate(batch)}

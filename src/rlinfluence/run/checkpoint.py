@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 CHECKPOINT, METRICS, SUMMARY = "checkpoint.pt", "metrics.csv", "summary.json"
+CORRUPTION = "corruption.jsonl"  # planted records (corruption.py): per round, which, and how well they were found
 SNAPSHOTS = "snapshots"  # checkpoint.snapshots=true: snapshots/round<k>.pt, the checkpoint as it was after round k
 RESTART = "force=true restarts the run from scratch, deleting its results"
 

@@ -2,12 +2,15 @@
 
 Each round appends one flushed, fsynced CSV row. W&B (offline by default) gets the same numbers;
 any W&B failure is reported once and the mirror switched off, so training never dies of logging.
+A run with planted records (corruption.py) also appends each round's to `corruption.jsonl`: which
+records were planted and how well the round found them; a clean run writes no such file.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import math
 import os
 import sys
@@ -16,7 +19,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.run.checkpoint import METRICS, unreadable
+from rlinfluence.run.checkpoint import CORRUPTION, METRICS, unreadable
 
 COLUMNS = [
     "round",
@@ -45,6 +48,8 @@ COLUMNS = [
 # The language-model agent's columns beyond those (lm/trainer.py): test toxicity, the KL controller, and
 # the forward passes' time (Table 6 splits a round into generation & scoring, forward, influence, update).
 LM_COLUMNS = ["test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl", "time_forward"]
+# A corrupted run's fields of each round (metrics.planted_detection), in corruption.jsonl and on W&B.
+DETECTION = ("n_planted", "precision", "recall", "auroc_influence", "auroc_advantage")
 # W&B panel sections, CleanRL style ("charts/...", "losses/...").
 SECTIONS = {
     "charts": ("test_return", "test_return_sem", "train_return", "env_steps"),
@@ -52,6 +57,7 @@ SECTIONS = {
     "losses": ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"),
     "time": ("time_collect", "time_influence", "time_select", "time_update", "time_eval", "time_forward"),
     "lm": ("test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl"),
+    "corruption": DETECTION,
 }
 
 
@@ -70,6 +76,40 @@ def rows_to_resume(path: Path, last_round: int) -> list[dict[str, str]]:
     if rounds != list(range(last_round + 1)):
         raise unreadable(path, ValueError(f"rounds 0-{last_round} of the checkpoint are not all in it"))
     return rows
+
+
+class CorruptionLog:
+    """corruption.jsonl: one line per round from round 1, its planted record ids and `DETECTION` (NaN as
+    null). It restarts with the lines of rounds 1..`last_round` (the checkpoint's), as metrics.csv does."""
+
+    def __init__(self, path: Path, last_round: int):
+        self.path = path
+        kept = self._lines_to_resume(last_round) if last_round > 0 else []
+        self.path.write_text("".join(f"{line}\n" for line in kept))
+
+    def _lines_to_resume(self, last_round: int) -> list[str]:
+        kept, rounds = [], []
+        try:
+            for line in self.path.read_text().splitlines():
+                try:
+                    k = int(json.loads(line)["round"])
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill: a round after the checkpoint's, recomputed
+                if k <= last_round:
+                    kept.append(line)
+                    rounds.append(k)
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+            raise unreadable(self.path, error) from None
+        if rounds != list(range(1, last_round + 1)):
+            raise unreadable(self.path, ValueError(f"rounds 1-{last_round} of the checkpoint are not all in it"))
+        return kept
+
+    def log(self, row: dict[str, Any]) -> None:
+        fields = {key: None if math.isnan(row[key]) else row[key] for key in DETECTION}
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps({"round": row["round"], **fields, "planted": row["planted"]}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 DISABLED = "disabled"
@@ -149,6 +189,7 @@ class RunLogger:
         self.last_test_return: float | None = None  # of the latest evaluated round, resumed rows included
         for row in kept:
             self._remember(float(row["test_return"]))
+        self.corruption = CorruptionLog(run_dir / CORRUPTION, len(kept) - 1) if cfg.corruption.fraction else None
         self.wandb = WandbMirror(cfg, run_dir, run_name)
 
     def _remember(self, test_return: float) -> None:
@@ -161,6 +202,8 @@ class RunLogger:
             handle.flush()
             os.fsync(handle.fileno())
         self._remember(float(row["test_return"]))
+        if self.corruption is not None and "planted" in row:  # round 0 plants nothing
+            self.corruption.log(row)
         self.wandb.log(row)
 
     def finish(self, summary: dict[str, Any] | None, exit_code: int) -> None:

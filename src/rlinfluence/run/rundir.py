@@ -31,12 +31,21 @@ from omegaconf import DictConfig, OmegaConf
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.envs.ids import simulator_id
-from rlinfluence.run.checkpoint import CHECKPOINT, METRICS, RESTART, SUMMARY, RunDirError, unreadable, write_json
+from rlinfluence.run.checkpoint import (
+    CHECKPOINT,
+    CORRUPTION,
+    METRICS,
+    RESTART,
+    SUMMARY,
+    RunDirError,
+    unreadable,
+    write_json,
+)
 from rlinfluence.selection import SELECTION_METHODS
 
 DONE = "DONE"
 IDENTITY = "identity.json"
-RESULTS = (CHECKPOINT, METRICS, SUMMARY, DONE)  # what makes a run dir more than an empty folder
+RESULTS = (CHECKPOINT, METRICS, CORRUPTION, SUMMARY, DONE)  # what makes a run dir more than an empty folder
 
 # ----------------------------------------------------------------------------- the readable path
 
