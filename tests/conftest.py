@@ -32,6 +32,34 @@ from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.run.checkpoint import METRICS  # noqa: E402
 
+# The language-model path's tiny world, built in seconds (the preset's pretraining is longer), small rounds.
+LM_TINY = [
+    "env=toxicity_tiny",
+    "model.tiny.pretrain_steps=40",
+    "model.tiny.corpus_sentences=400",
+    "env.n_steps=16",
+    "env.lm.val_size=8",
+    "eval.episodes=8",
+    "env.rounds=3",
+    "ppo.batch_size=4",
+    "logger=disabled",
+    "progress=false",
+]
+LM_GRPO = ["env.lm.algorithm=grpo", "env.lm.grpo.group_size=4"]  # with LM_TINY: 4 groups of 4 a round, 2 of 4 val
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_cache(tmp_path_factory):
+    """A module's tests build (once) and read the tiny LM world from a fresh cache, never the user's."""
+    cache = tmp_path_factory.mktemp("rlinfluence-cache")
+    previous = os.environ.get("RLINFLUENCE_CACHE")
+    os.environ["RLINFLUENCE_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        del os.environ["RLINFLUENCE_CACHE"]
+    else:
+        os.environ["RLINFLUENCE_CACHE"] = previous
+
 
 def compose_config(overrides: list[str], return_hydra_config: bool = False):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):

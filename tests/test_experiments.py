@@ -31,6 +31,8 @@ def runs(envs, tags, seeds, optimizer=None):
     }
 
 
+# The hashes of env.lm.algorithm=grpo with each env.lm.grpo.drop_baseline, the settings off the env's defaults.
+GRPO_HASHES = {"collected": "d8dc63", "recompute": "b67183"}
 EXPECTED = {
     "main": runs(MAIN_ENVS, ["iif-p{p}", "ppo", "random-p{p}"], 5),
     "p_ablation": runs(P_ABLATION_ENVS, ["ppo", "iif-p6.25", "iif-p12.5", "iif-p25", "iif-p50", "iif-p100"], 3),
@@ -56,6 +58,12 @@ EXPECTED = {
     "robust": runs(P_ABLATION_ENVS, ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 5),
     "robust_collapse": runs(["frozenlake"], ["iif_guard-p{p}", "iif-pauto", "iif_guard-pauto"], 30),
     "robust_guard_frozenlake": {("frozenlake", "sgd", "iif_guard-p50", seed) for seed in range(30, 35)},
+    "grpo_tiny": {
+        ("toxicity_tiny", "adam", f"{tag}-{GRPO_HASHES[baseline]}", seed)
+        for tag in ("ppo", "iif-p100", "random-p100")
+        for baseline in GRPO_HASHES
+        for seed in range(5)
+    },
 }
 JOB_COUNTS = {
     "main": 90,
@@ -71,6 +79,7 @@ JOB_COUNTS = {
     "robust": 60,
     "robust_collapse": 90,
     "robust_guard_frozenlake": 5,
+    "grpo_tiny": 30,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -87,6 +96,7 @@ FEEDS = {
     "robust": ["robust_efficiency", "robust_curves"],
     "robust_collapse": ["robust_collapse_frozenlake"],
     "robust_guard_frozenlake": ["robust IIF"],
+    "grpo_tiny": ["issue 35"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
