@@ -87,7 +87,7 @@ def test_grpo_influence_equals_the_per_record_autograd_loop(target, loss_type):
     trainer.annotate(batch)
     # One update first, so that LoRA's B is no longer zero, both A and B carry gradient and π ≠ π_ref (the KL term).
     everything = Selection(np.ones(len(batch), bool))
-    trainer.algorithm.update(trainer.policy, trainer.optimizer, batch, everything, np.random.default_rng(0))
+    trainer.algorithm.update(batch, everything, np.random.default_rng(0))
     trainer.annotate(batch)
     val = trainer.rollout(trainer.val_queries(), seed=2, new_tokens=8)
     trainer.annotate(val)

@@ -5,7 +5,7 @@ forward pass at θ_k, the influence's target and hooks, selection, evaluation) i
     group_size         responses sampled per prompt in a round (PPO: 1)
     advantages         a round's advantages from its scores and log π_θk, log π_ref, V_θk
     record_loss        ℓ_i of every record, at any θ (the update's; the influence differentiates it at θ_k)
-    update             the epochs over the kept records
+    update             the epochs over the kept records (the strategy holds the run's policy and optimizer)
     kl_coef            the KL coefficient the row logs (PPO: the adaptive controller's β; GRPO: its fixed β)
 """
 
@@ -31,7 +31,7 @@ class LMAlgorithm(Protocol):
     group_size: int
     record_loss: Callable[[Policy, Sequences], torch.Tensor]
 
-    def __init__(self, cfg: DictConfig) -> None: ...
+    def __init__(self, cfg: DictConfig, policy: Policy, optimizer: torch.optim.Optimizer) -> None: ...
 
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
@@ -43,14 +43,7 @@ class LMAlgorithm(Protocol):
     def advantages(self, batch: Sequences) -> None:
         """Fill batch.advantages (and what else the update needs) of a batch annotated at θ_k."""
 
-    def update(
-        self,
-        policy: Policy,
-        optimizer: torch.optim.Optimizer,
-        batch: Sequences,
-        selection: Selection,
-        rng: np.random.Generator,
-    ) -> dict[str, float]: ...
+    def update(self, batch: Sequences, selection: Selection, rng: np.random.Generator) -> dict[str, float]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -62,8 +55,8 @@ class LMPPO:
 
     group_size = 1
 
-    def __init__(self, cfg: DictConfig):
-        self.cfg, lm = cfg, cfg.env.lm
+    def __init__(self, cfg: DictConfig, policy: Policy, optimizer: torch.optim.Optimizer):
+        self.cfg, self.policy, self.optimizer, lm = cfg, policy, optimizer, cfg.env.lm
         self.kl = AdaptiveKLController(lm.kl.init, lm.kl.target, lm.kl.horizon)
         self.record_loss = record_loss_fn(cfg.ppo.clip_range, lm.value_clip, cfg.ppo.vf_coef, lm.influence_value_loss)
 
@@ -83,16 +76,9 @@ class LMPPO:
         )
         batch.advantages = masked_whiten(advantages, batch.mask) if self.cfg.ppo.normalize_advantage else advantages
 
-    def update(
-        self,
-        policy: Policy,
-        optimizer: torch.optim.Optimizer,
-        batch: Sequences,
-        selection: Selection,
-        rng: np.random.Generator,
-    ) -> dict[str, float]:
+    def update(self, batch: Sequences, selection: Selection, rng: np.random.Generator) -> dict[str, float]:
         """LM-PPO epochs over the kept records; then the KL controller steps on the round's KL."""
-        stats = ppo_update(policy, optimizer, batch, selection, self.cfg.ppo, self.cfg.env.lm, rng)
+        stats = ppo_update(self.policy, self.optimizer, batch, selection, self.cfg.ppo, self.cfg.env.lm, rng)
         self.kl.update(batch.mean_kl(), len(batch))
         return stats
 
@@ -106,8 +92,8 @@ class LMPPO:
 class GRPO:
     """Group-relative advantages, no value head (lm/grpo.py)."""
 
-    def __init__(self, cfg: DictConfig):
-        self.cfg, self.settings = cfg, cfg.env.lm.grpo
+    def __init__(self, cfg: DictConfig, policy: Policy, optimizer: torch.optim.Optimizer):
+        self.cfg, self.policy, self.optimizer, self.settings = cfg, policy, optimizer, cfg.env.lm.grpo
         self.group_size = self.settings.group_size
         # Dr. GRPO's constant: the longest response a round can sample.
         self.max_tokens = int(cfg.env.lm.response_tokens[1])
@@ -137,15 +123,10 @@ class GRPO:
         advantages = grpo.group_advantages(batch.scores, self.group_size, self.settings.scale_rewards)
         batch.advantages = grpo.on_tokens(advantages, batch.mask)
 
-    def update(
-        self,
-        policy: Policy,
-        optimizer: torch.optim.Optimizer,
-        batch: Sequences,
-        selection: Selection,
-        rng: np.random.Generator,
-    ) -> dict[str, float]:
-        return grpo.grpo_update(policy, optimizer, batch, selection, self.cfg.ppo, self.settings, self.max_tokens, rng)
+    def update(self, batch: Sequences, selection: Selection, rng: np.random.Generator) -> dict[str, float]:
+        return grpo.grpo_update(
+            self.policy, self.optimizer, batch, selection, self.cfg.ppo, self.settings, self.max_tokens, rng
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # β is fixed; nothing carries over between rounds

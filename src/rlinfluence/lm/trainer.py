@@ -89,7 +89,7 @@ class LMTrainer:
         self.tokenizer = load_tokenizer(cfg.model)
         self.policy = Policy(cfg.model, torch_generator(self.streams["network"])).to(self.device)
         self.optimizer = make_optimizer(cfg.optimizer, [p for p in self.policy.parameters() if p.requires_grad])
-        self.algorithm = ALGORITHMS[self.lm_cfg.algorithm](cfg)
+        self.algorithm = ALGORITHMS[self.lm_cfg.algorithm](cfg, self.policy, self.optimizer)
         self.reward = make_reward(self.lm_cfg, self.device)
         self.prompts = load_prompts(
             self.lm_cfg, self.tokenizer, cfg.eval.episodes, int(self.streams["prompts"].generate_state(1)[0])
@@ -199,7 +199,7 @@ class LMTrainer:
         return Influence(self.influence(batch, k, self.round_sampling(k)[1]))
 
     def update(self, k: int, batch: Sequences, selection: Selection, influence: Influence) -> dict[str, float]:
-        return self.algorithm.update(self.policy, self.optimizer, batch, selection, self.shuffle_rng)
+        return self.algorithm.update(batch, selection, self.shuffle_rng)
 
     def train_return(self, batch: Sequences) -> float:
         """The reward model's mean score of the round's responses."""
