@@ -34,6 +34,8 @@ def runs(envs, tags, seeds, optimizer=None):
 CORRUPTION_HASHES = {
     fraction: digest({"corruption.fraction": fraction}) for fraction in (0.05, 0.1, 0.2)
 }  # corruption.kind=advantage_sign is its default
+# The hashes of env.lm.algorithm=grpo with each env.lm.grpo.drop_baseline, the settings off the env's defaults.
+GRPO_HASHES = {"collected": "d8dc63", "recompute": "b67183"}
 EXPECTED = {
     "main": runs(MAIN_ENVS, ["iif-p{p}", "ppo", "random-p{p}"], 5),
     "p_ablation": runs(P_ABLATION_ENVS, ["ppo", "iif-p6.25", "iif-p12.5", "iif-p25", "iif-p50", "iif-p100"], 3),
@@ -65,6 +67,12 @@ EXPECTED = {
         [f"{tag}-{digest}" for tag in ("ppo", "iif-p{p}") for digest in CORRUPTION_HASHES.values()],
         5,
     ),
+    "grpo_tiny": {
+        ("toxicity_tiny", "adam", f"{tag}-{GRPO_HASHES[baseline]}", seed)
+        for tag in ("ppo", "iif-p100", "random-p100")
+        for baseline in GRPO_HASHES
+        for seed in range(5)
+    },
 }
 JOB_COUNTS = {
     "main": 90,
@@ -81,6 +89,7 @@ JOB_COUNTS = {
     "robust_collapse": 90,
     "robust_guard_frozenlake": 5,
     "corruption": 90,
+    "grpo_tiny": 30,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -98,6 +107,7 @@ FEEDS = {
     "robust_collapse": ["robust_collapse_frozenlake"],
     "robust_guard_frozenlake": ["robust IIF"],
     "corruption": ["Planted bad data", "issue 35"],
+    "grpo_tiny": ["issue 35"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
@@ -111,6 +121,16 @@ EXPERIMENT_NAME = {
     "robust_guard_frozenlake": "main",
 }
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
+
+
+def expected_experiment(name: str, cfg) -> str:
+    """The experiment a job of overlay `name` writes to: the studies that sweep a setting a figure compares
+    across (not within) name one experiment per value of it."""
+    per_setting = {
+        "corruption": f"corruption_{cfg.corruption.kind}_{cfg.corruption.fraction}",
+        "grpo_tiny": f"grpo_tiny_{cfg.env.lm.grpo.drop_baseline}",
+    }
+    return per_setting.get(name, EXPERIMENT_NAME.get(name, name))
 
 
 def expand(name: str) -> list:
@@ -147,7 +167,7 @@ def test_overlay_launches_exactly_the_runs_its_result_needs(jobs, name):
     assert len(configs) == JOB_COUNTS[name]
     for cfg in configs:
         validate(cfg)
-        assert cfg.experiment_name == EXPERIMENT_NAME.get(name, name)
+        assert cfg.experiment_name == expected_experiment(name, cfg)
     launched = [(c.env.name, c.optimizer.name, run_leaf(c), c.seed) for c in configs]
     assert len(set(launched)) == len(launched)  # no two jobs share a run directory
     assert set(launched) == EXPECTED[name]

@@ -15,39 +15,15 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import compose_config, config_refusal, metrics_rows
+from conftest import LM_GRPO, LM_TINY, compose_config, config_refusal, metrics_rows
 from rlinfluence.cli import run_task
 from rlinfluence.config.validation import validate
 from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
 from rlinfluence.run.checkpoint import CORRUPTION
 
-# A tiny world built in seconds (the preset's pretraining is longer), small rounds.
-LM_TINY = [
-    "env=toxicity_tiny",
-    "model.tiny.pretrain_steps=40",
-    "model.tiny.corpus_sentences=400",
-    "env.n_steps=16",
-    "env.lm.val_size=8",
-    "eval.episodes=8",
-    "env.rounds=3",
-    "ppo.batch_size=4",
-    "logger=disabled",
-    "progress=false",
-]
 TIME_COLUMNS = {"time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval"}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def tiny_cache(tmp_path_factory):
-    """Every test here builds (once) and reads the tiny world from a fresh cache, never the user's."""
-    cache = tmp_path_factory.mktemp("rlinfluence-cache")
-    previous = os.environ.get("RLINFLUENCE_CACHE")
-    os.environ["RLINFLUENCE_CACHE"] = str(cache)
-    yield cache
-    if previous is None:
-        del os.environ["RLINFLUENCE_CACHE"]
-    else:
-        os.environ["RLINFLUENCE_CACHE"] = previous
+pytestmark = pytest.mark.usefixtures("tiny_lm_cache")  # every test here builds the tiny world in a fresh cache
 
 
 # ----------------------------------------------------------------------------- hand-computed cases
@@ -128,8 +104,9 @@ def test_sequence_influence_equals_the_per_record_autograd_loop(target):
 # ----------------------------------------------------------------------------- runs
 
 
-def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metrics(tmp_path):
-    overrides = LM_TINY + ["method=iif", "seed=3"]
+@pytest.mark.parametrize("algorithm", [[], LM_GRPO], ids=["ppo", "grpo"])
+def test_iif_run_writes_lm_rows_and_resumes_after_kill_minus_9_to_the_same_metrics(tmp_path, algorithm):
+    overrides = LM_TINY + algorithm + ["method=iif", "seed=3"]
     reference = tmp_path / "reference"
     run_task(compose_config(overrides), reference)
     rows = metrics_rows(reference, timings=False)

@@ -60,8 +60,21 @@ class KLControlConfig:
 
 
 @dataclass
+class GRPOConfig:
+    """GRPO's settings (env.lm.algorithm=grpo; lm/grpo.py), with TRL's GRPOTrainer's names where it has them."""
+
+    group_size: int = 8  # responses sampled per prompt (TRL's num_generations); divides env.n_steps and val_size
+    scale_rewards: bool = True  # divide by the group's reward std; false: the mean-only baseline of Dr. GRPO
+    beta: float = 0.04  # the coefficient of the k3 KL penalty to the reference (DeepSeekMath's)
+    loss_type: str = "grpo"  # a name in lm.grpo.LOSS_TYPES: grpo (per-response token mean) or dr_grpo
+    # A thinned group's baseline (lm.grpo.DROP_BASELINES): collected, as the records were scored with; or
+    # recompute, over the responses the selection kept.
+    drop_baseline: str = "collected"
+
+
+@dataclass
 class LMEnvConfig:
-    """The language-model side of an env (env.agent=lm): prompts, reward, evaluation, LM-PPO settings.
+    """The language-model side of an env (env.agent=lm): prompts, reward, evaluation, LM-PPO and GRPO settings.
 
     Data sets and models are Hugging Face names, loaded with `datasets`/`transformers`; `tiny` names the
     offline stand-ins that lm/tiny.py builds (env=toxicity_tiny)."""
@@ -87,6 +100,8 @@ class LMEnvConfig:
     # LoRA weights through the shared backbone (docs/algorithm.md#language-models). false: the policy
     # loss alone.
     influence_value_loss: bool = False
+    algorithm: str = "ppo"  # a name in lm.algorithms.ALGORITHMS: ppo (TRL 0.5's LM-PPO) or grpo
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
 
 
 @dataclass

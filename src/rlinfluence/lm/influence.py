@@ -1,7 +1,8 @@
 """Per-sequence influence on the LoRA weights (docs/algorithm.md#language-models), positive = helpful.
 
 score_i = ⟨∇ℓ_i(θ_k), ∇L_f(θ_k)⟩ over the LoRA A and B matrices only, where ℓ_i is record i's policy loss
-(ppo.record_losses; plus vf_coef · its value loss with env.lm.influence_value_loss, the authors' leak)
+(ppo.record_losses; plus vf_coef · its value loss with env.lm.influence_value_loss, the authors' leak;
+GRPO: grpo.record_losses)
 and L_f = −f is the target: f_seq = mean_j (Σ_t log π(y_jt | x_j, y_j<t)) · Â_j,last over fresh responses to
 the val prompts, or f_return = the masked token mean of Â_t · log π_t over them (Fig. 16's ablation).
 

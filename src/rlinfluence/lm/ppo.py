@@ -4,11 +4,13 @@ Per round: a per-token KL penalty −β·(log π − log π_ref) with the score 
 token; GAE over the response tokens (γ, λ; the value after the last token is 0); advantages whitened
 over all of the round's response tokens (both arms alike, and the influence sees the same ones); then
 `n_epochs` passes over the kept records in minibatches with the clipped policy and value losses; β
-follows the adaptive KL controller.
+follows the adaptive KL controller. lm/grpo.py's update shares the epochs (`minibatch_epochs`), the
+clipped surrogate and the ratio statistics.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +78,11 @@ def token_gae(
     return advantages, (advantages + values) * mask
 
 
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
+    """min(ρÂ, clip(ρ, 1 ± ε)Â) per token: the objective PPO and GRPO both maximise."""
+    return torch.minimum(ratio * advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * advantages)
+
+
 def record_losses(
     logprobs: torch.Tensor, values: torch.Tensor, batch: Sequences, clip_range: float, value_clip: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -90,9 +97,7 @@ def record_losses(
         and batch.returns is not None
     ), "annotate the batch first"
     ratio = torch.exp(logprobs - batch.logprobs)
-    surrogate = torch.minimum(
-        ratio * batch.advantages, torch.clamp(ratio, 1 - clip_range, 1 + clip_range) * batch.advantages
-    )
+    surrogate = clipped_surrogate(ratio, batch.advantages, clip_range)
     clipped_values = batch.values + torch.clamp(values - batch.values, -value_clip, value_clip)
     value_error = torch.maximum((values - batch.returns) ** 2, (clipped_values - batch.returns) ** 2)
     return (
@@ -100,6 +105,54 @@ def record_losses(
         0.5 * masked_mean(value_error, mask, 1),
         masked_mean(ratio.detach(), mask, 1),
     )
+
+
+# A minibatch's loss and its logged stats, or None to skip the minibatch (lm/grpo.py's update uses it too).
+MinibatchStep = Callable[[Sequences], tuple[torch.Tensor, dict[str, float]] | None]
+
+
+def ratio_stats(logprobs: torch.Tensor, part: Sequences, clip_range: float) -> dict[str, float]:
+    """approx_kl and clip_fraction of the ratios π_θ / π_θk over the minibatch's response tokens."""
+    assert part.logprobs is not None, "annotate the batch first"
+    with torch.no_grad():
+        log_ratio = logprobs - part.logprobs
+        return {
+            "approx_kl": float(masked_mean((torch.exp(log_ratio) - 1) - log_ratio, part.mask)),
+            "clip_fraction": float(masked_mean((torch.abs(torch.exp(log_ratio) - 1) > clip_range).float(), part.mask)),
+        }
+
+
+def minibatch_epochs(
+    policy,
+    optimizer: torch.optim.Optimizer,
+    batch: Sequences,
+    selection: Selection,
+    ppo_cfg,
+    rng: np.random.Generator,
+    stats: tuple[str, ...],
+    step: MinibatchStep,
+) -> dict[str, float]:
+    """`n_epochs` passes over the kept records, each reshuffled into minibatches of `ppo.batch_size`; one
+    optimizer step on each minibatch's loss (`step`); the mean of the `stats` over the steps taken."""
+    sums = dict.fromkeys(stats, 0.0)
+    steps = 0
+    for _ in range(ppo_cfg.n_epochs):
+        for ids in minibatch_ids(selection, ppo_cfg.batch_size, rng):
+            taken = step(batch.rows(ids.to(batch.input_ids.device)))
+            if taken is None:
+                continue
+            loss, values = taken
+            optimizer.zero_grad()
+            loss.backward()
+            if ppo_cfg.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(
+                    [p for p in policy.parameters() if p.requires_grad], ppo_cfg.max_grad_norm
+                )
+            optimizer.step()
+            for key in stats:
+                sums[key] += values[key]
+            steps += 1
+    return {key: total / max(steps, 1) for key, total in sums.items()} | {"gradient_steps": steps}
 
 
 def ppo_update(
@@ -111,34 +164,26 @@ def ppo_update(
     lm_cfg,
     rng: np.random.Generator,
 ) -> dict[str, float]:
-    """`n_epochs` passes over the kept records, each reshuffled into minibatches of `ppo.batch_size`; a
-    minibatch whose mean ratio exceeds `ratio_threshold` is skipped (TRL)."""
-    sums = dict.fromkeys(("policy_loss", "value_loss", "approx_kl", "clip_fraction"), 0.0)
-    steps = 0
-    for _ in range(ppo_cfg.n_epochs):
-        for ids in minibatch_ids(selection, ppo_cfg.batch_size, rng):
-            part = batch.rows(ids.to(batch.input_ids.device))
-            logprobs, values = policy(part.input_ids, part.attention_mask)
-            policy_loss, value_loss, ratio = record_losses(
-                logprobs, values, part, ppo_cfg.clip_range, lm_cfg.value_clip
-            )
-            if float(ratio.mean()) > lm_cfg.ratio_threshold:
-                continue
-            loss = (policy_loss + ppo_cfg.vf_coef * value_loss).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            if ppo_cfg.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(
-                    [p for p in policy.parameters() if p.requires_grad], ppo_cfg.max_grad_norm
-                )
-            optimizer.step()
-            with torch.no_grad():
-                log_ratio = logprobs - part.logprobs
-                sums["policy_loss"] += float(policy_loss.mean())
-                sums["value_loss"] += float(value_loss.mean())
-                sums["approx_kl"] += float(masked_mean((torch.exp(log_ratio) - 1) - log_ratio, part.mask))
-                sums["clip_fraction"] += float(
-                    masked_mean((torch.abs(torch.exp(log_ratio) - 1) > ppo_cfg.clip_range).float(), part.mask)
-                )
-            steps += 1
-    return {key: total / max(steps, 1) for key, total in sums.items()} | {"gradient_steps": steps}
+    """LM-PPO's epochs (`minibatch_epochs`) with the clipped policy and value losses; a minibatch whose mean
+    ratio exceeds `ratio_threshold` is skipped (TRL)."""
+
+    def step(part: Sequences) -> tuple[torch.Tensor, dict[str, float]] | None:
+        logprobs, values = policy(part.input_ids, part.attention_mask)
+        policy_loss, value_loss, ratio = record_losses(logprobs, values, part, ppo_cfg.clip_range, lm_cfg.value_clip)
+        if float(ratio.mean()) > lm_cfg.ratio_threshold:
+            return None
+        logged = {"policy_loss": float(policy_loss.detach().mean()), "value_loss": float(value_loss.detach().mean())}
+        return (policy_loss + ppo_cfg.vf_coef * value_loss).mean(), logged | ratio_stats(
+            logprobs, part, ppo_cfg.clip_range
+        )
+
+    return minibatch_epochs(
+        policy,
+        optimizer,
+        batch,
+        selection,
+        ppo_cfg,
+        rng,
+        ("policy_loss", "value_loss", "approx_kl", "clip_fraction"),
+        step,
+    )

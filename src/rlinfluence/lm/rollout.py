@@ -27,8 +27,8 @@ class Sequences:
     logprobs: torch.Tensor | None = None  # (N, L-1) log π_θk
     ref_logprobs: torch.Tensor | None = None  # (N, L-1) log π_ref
     values: torch.Tensor | None = None  # (N, L-1) V_θk
-    advantages: torch.Tensor | None = None  # (N, L-1) whitened GAE advantages
-    returns: torch.Tensor | None = None  # (N, L-1) GAE advantages (before whitening) + values
+    advantages: torch.Tensor | None = None  # (N, L-1) PPO: whitened GAE advantages; GRPO: the group's, per token
+    returns: torch.Tensor | None = None  # (N, L-1) PPO: GAE advantages (before whitening) + values; GRPO: none
     kl: torch.Tensor | None = None  # (N,) Σ (log π_θk − log π_ref) over each response: what the KL controller steers
     planted: torch.Tensor | None = None  # (N,) bool: the score was negated (corruption.py); None in a clean run
 

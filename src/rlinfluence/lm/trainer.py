@@ -1,12 +1,17 @@
-"""The language-model agent (env.agent=lm, run/agents.py): one LM-PPO round per call, through the same
-round loop, selection methods, run dirs, metrics.csv and checkpoints as the control agent.
+"""The language-model agent (env.agent=lm, run/agents.py): one LM-PPO (or GRPO) round per call, through
+the same round loop, selection methods, run dirs, metrics.csv and checkpoints as the control agent.
 
-    generate & score   responses to the round's `env.n_steps` train prompts; the reward model scores them
-    forward            log π_θk, log π_ref, V_θk; KL-penalised token rewards, GAE, whitening
+    generate & score   `env.n_steps` responses to the round's train prompts (GRPO: group_size to each of
+                       n_steps / group_size prompts); the reward model scores them
+    forward            log π_θk, log π_ref, V_θk; the algorithm's advantages (PPO: KL-penalised token
+                       rewards, GAE, whitening; GRPO: group-relative)
     influence          fresh responses to the val prompts → ∇L_f; ⟨∇ℓ_i, ∇L_f⟩ per record (lm/influence.py)
     select             the shared selection method (iif keeps the positive records at p = 100 %)
-    update             LM-PPO epochs over the kept records; then the KL controller steps
+    update             the algorithm's epochs over the kept records (PPO: then the KL controller steps)
     evaluate           test toxicity on the eval prompts
+
+What differs between the algorithms (env.lm.algorithm) lives in the strategy object of lm/algorithms.py
+that the trainer delegates to; nothing here asks which one it is.
 
 The round loop (round.py) runs these stages and times each (time_collect, time_forward, time_influence,
 time_update: paper Table 6). The round's prompts, response length and sampling noise are functions of
@@ -26,17 +31,11 @@ from rlinfluence.config.schema import ConfigError
 from rlinfluence.config.validation import require_one_of
 from rlinfluence.corruption import planted_records
 from rlinfluence.lm import hub
+from rlinfluence.lm.algorithms import ALGORITHMS
 from rlinfluence.lm.evaluation import ToxicityEvaluator
-from rlinfluence.lm.influence import TARGET_LOSSES, record_loss_fn, sequence_scores, target_gradient
+from rlinfluence.lm.influence import TARGET_LOSSES, sequence_scores, target_gradient
 from rlinfluence.lm.policy import DTYPES, Policy, load_tokenizer
-from rlinfluence.lm.ppo import (
-    AdaptiveKLController,
-    masked_whiten,
-    penalized_rewards,
-    ppo_update,
-    sequence_kl,
-    token_gae,
-)
+from rlinfluence.lm.ppo import sequence_kl
 from rlinfluence.lm.prompts import TINY, load_prompts
 from rlinfluence.lm.reward import make_reward, make_toxicity
 from rlinfluence.lm.rollout import Sequences, generate, pack
@@ -61,6 +60,8 @@ class LMTrainer:
             raise ConfigError(f"env={cfg.env.name} needs a policy model: model=<name> (conf/model/)")
         require_one_of("model.dtype", cfg.model.dtype, tuple(DTYPES))
         lm = cfg.env.lm
+        require_one_of("env.lm.algorithm", lm.algorithm, ALGORITHMS)
+        ALGORITHMS[lm.algorithm].check_config(cfg)
         for key in ("query_tokens", "response_tokens"):
             bounds = list(lm[key])
             if len(bounds) != 2 or not 0 < bounds[0] <= bounds[1]:
@@ -89,13 +90,16 @@ class LMTrainer:
         self.tokenizer = load_tokenizer(cfg.model)
         self.policy = Policy(cfg.model, torch_generator(self.streams["network"])).to(self.device)
         self.optimizer = make_optimizer(cfg.optimizer, [p for p in self.policy.parameters() if p.requires_grad])
-        self.kl = AdaptiveKLController(self.lm_cfg.kl.init, self.lm_cfg.kl.target, self.lm_cfg.kl.horizon)
+        self.algorithm = ALGORITHMS[self.lm_cfg.algorithm](cfg, self.policy, self.optimizer)
         self.reward = make_reward(self.lm_cfg, self.device)
         self.prompts = load_prompts(
             self.lm_cfg, self.tokenizer, cfg.eval.episodes, int(self.streams["prompts"].generate_state(1)[0])
         )
-        if len(self.prompts.train) < cfg.env.n_steps:
-            raise ConfigError(f"env.n_steps={cfg.env.n_steps} exceeds the {len(self.prompts.train)} train prompts")
+        if len(self.prompts.train) < self.prompts_per_round:
+            raise ConfigError(
+                f"env.n_steps={cfg.env.n_steps} needs {self.prompts_per_round} train prompts; there are "
+                f"{len(self.prompts.train)}"
+            )
         self.evaluator = ToxicityEvaluator(
             self.prompts.eval,
             self.tokenizer,
@@ -108,19 +112,28 @@ class LMTrainer:
         self.method = make_selection(cfg)
         self.selection_rng = numpy_generator(self.streams["selection"])
         self.shuffle_rng = numpy_generator(self.streams["shuffle"])
-        self.record_loss = record_loss_fn(
-            cfg.ppo.clip_range, self.lm_cfg.value_clip, cfg.ppo.vf_coef, self.lm_cfg.influence_value_loss
-        )
 
     # ------------------------------------------------------------------ the stages
 
+    @property
+    def prompts_per_round(self) -> int:
+        return self.cfg.env.n_steps // self.algorithm.group_size
+
+    def grouped(self, prompts: list[list[int]]) -> list[list[int]]:
+        """Each prompt `group_size` times in a row: the queries of its group of responses (PPO: once)."""
+        return [query for query in prompts for _ in range(self.algorithm.group_size)]
+
     def round_queries(self, k: int) -> list[list[int]]:
-        """Round k's train prompts: batch k of a pass over a per-pass permutation of the train prompts."""
-        size, n_train = self.cfg.env.n_steps, len(self.prompts.train)
+        """Round k's train queries: batch k of a pass over a per-pass permutation of the train prompts, grouped."""
+        size, n_train = self.prompts_per_round, len(self.prompts.train)
         per_pass = n_train // size
         order = np.random.default_rng(child_stream(self.streams["prompts"], (k - 1) // per_pass)).permutation(n_train)
         position = (k - 1) % per_pass
-        return [self.prompts.train[i] for i in order[position * size : (position + 1) * size]]
+        return self.grouped([self.prompts.train[i] for i in order[position * size : (position + 1) * size]])
+
+    def val_queries(self) -> list[list[int]]:
+        """The influence target's queries: `val_size` of them, on the first val prompts, grouped."""
+        return self.grouped(self.prompts.val[: self.lm_cfg.val_size // self.algorithm.group_size])
 
     def rollout(self, queries: list[list[int]], seed: int, new_tokens: int) -> Sequences:
         """Sampled responses to `queries`, scored by the reward model."""
@@ -146,8 +159,8 @@ class LMTrainer:
 
     @torch.no_grad()
     def annotate(self, batch: Sequences) -> float:
-        """log π_θk, log π_ref, V_θk and the KL to π_ref of every record, then the KL-penalised rewards, GAE
-        and whitened advantages; returns the mean sequence KL."""
+        """log π_θk, log π_ref, V_θk and the KL to π_ref of every record, then the algorithm's advantages;
+        returns the mean sequence KL."""
         shape = batch.mask.shape
         batch.logprobs, batch.ref_logprobs, batch.values = (torch.zeros(shape, device=self.device) for _ in range(3))
         for start in range(0, len(batch), self.lm_cfg.generation_batch):
@@ -157,26 +170,22 @@ class LMTrainer:
             batch.logprobs[ids, :width], batch.values[ids, :width] = self.policy(part.input_ids, part.attention_mask)
             with self.policy.reference():
                 batch.ref_logprobs[ids, :width], _ = self.policy(part.input_ids, part.attention_mask)
-        rewards = penalized_rewards(batch.scores, batch.logprobs, batch.ref_logprobs, batch.mask, self.kl.value)
-        advantages, batch.returns = token_gae(
-            rewards, batch.values, batch.mask, self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda
-        )
-        batch.advantages = masked_whiten(advantages, batch.mask) if self.cfg.ppo.normalize_advantage else advantages
+        self.algorithm.advantages(batch)
         batch.kl = sequence_kl(batch.logprobs, batch.ref_logprobs, batch.mask)
         return batch.mean_kl()
 
     def influence(self, batch: Sequences, k: int, new_tokens: int) -> np.ndarray:
         """Each record's influence on the target (target.name) at θ_k, on fresh val responses."""
-        val = self.rollout(self.prompts.val, round_seed(self.streams["val_generation"], k), new_tokens)
+        val = self.rollout(self.val_queries(), round_seed(self.streams["val_generation"], k), new_tokens)
         self.annotate(val)
         chunk = self.lm_cfg.generation_batch
         direction = target_gradient(self.policy, val, self.cfg.target.name, chunk)
-        return sequence_scores(self.policy, batch, direction, self.record_loss, chunk).cpu().numpy()
+        return sequence_scores(self.policy, batch, direction, self.algorithm.record_loss, chunk).cpu().numpy()
 
     # ------------------------------------------------------------------ the round loop's interface (agents.Agent)
 
     def state_fields(self) -> dict[str, float]:
-        return {"kl_coef": self.kl.value}
+        return {"kl_coef": self.algorithm.kl_coef}
 
     def collect(self, k: int) -> Sequences:
         seed, new_tokens = self.round_sampling(k)
@@ -196,10 +205,7 @@ class LMTrainer:
         return Influence(self.influence(batch, k, self.round_sampling(k)[1]))
 
     def update(self, k: int, batch: Sequences, selection: Selection, influence: Influence) -> dict[str, float]:
-        """LM-PPO epochs over the kept records; then the KL controller steps on the round's KL."""
-        stats = ppo_update(self.policy, self.optimizer, batch, selection, self.cfg.ppo, self.lm_cfg, self.shuffle_rng)
-        self.kl.update(batch.mean_kl(), len(batch))
-        return stats
+        return self.algorithm.update(batch, selection, self.shuffle_rng)
 
     def train_return(self, batch: Sequences) -> float:
         """The reward model's mean score of the round's responses."""
@@ -213,15 +219,14 @@ class LMTrainer:
             "round": k,
             "policy": self.policy.trainable_state(),
             "optimizer": self.optimizer.state_dict(),
-            "kl_coef": self.kl.value,
             "selection_rng": self.selection_rng.bit_generator.state,
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
-        }
+        } | self.algorithm.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> int:
         self.policy.load_trainable_state(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.kl.value = state["kl_coef"]
+        self.algorithm.load_state_dict(state)
         self.selection_rng.bit_generator.state = state["selection_rng"]
         self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
         return int(state["round"])
