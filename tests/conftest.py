@@ -32,6 +32,34 @@ from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.run.checkpoint import METRICS  # noqa: E402
 
+# The language-model path's tiny world, built in seconds (the preset's pretraining is longer), small rounds.
+LM_TINY = [
+    "env=toxicity_tiny",
+    "model.tiny.pretrain_steps=40",
+    "model.tiny.corpus_sentences=400",
+    "env.n_steps=16",
+    "env.lm.val_size=8",
+    "eval.episodes=8",
+    "env.rounds=3",
+    "ppo.batch_size=4",
+    "logger=disabled",
+    "progress=false",
+]
+LM_GRPO = ["env.lm.algorithm=grpo", "env.lm.grpo.group_size=4"]  # with LM_TINY: 4 groups of 4 a round, 2 of 4 val
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_cache(tmp_path_factory):
+    """A module's tests build (once) and read the tiny LM world from a fresh cache, never the user's."""
+    cache = tmp_path_factory.mktemp("rlinfluence-cache")
+    previous = os.environ.get("RLINFLUENCE_CACHE")
+    os.environ["RLINFLUENCE_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        del os.environ["RLINFLUENCE_CACHE"]
+    else:
+        os.environ["RLINFLUENCE_CACHE"] = previous
+
 
 def compose_config(overrides: list[str], return_hydra_config: bool = False):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -182,13 +210,13 @@ def analysis_output(runs_root, analysis: str, suffix: str = ".csv"):
     return path, json.loads(identity_path(path).read_text())
 
 
-def lm_rows(experiment: str, env: str, model: str, rounds: int = 4) -> pd.DataFrame:
+def lm_rows(experiment: str, env: str, model: str, rounds: int = 4, seeds: int = 3) -> pd.DataFrame:
     """Rows in the shape of the language-model runs' tidy CSV (figures/rlhf.py): every arm of Fig. 7, Fig. 16
-    and Table 6, 3 seeds; IIF keeps half the records and halves the update time."""
+    and Table 6 (and of the GRPO study, figures/grpo.py); IIF keeps half the records and halves the update time."""
     rng = np.random.default_rng(0)
     rows = []
     for method, target in (("ppo", "seq"), ("iif", "seq"), ("random", "seq"), ("iif", "return")):
-        for seed in range(3):
+        for seed in range(seeds):
             for k in range(rounds + 1):
                 rows.append(
                     {
@@ -249,29 +277,31 @@ def write_authors_runs(data_dir) -> None:
 
 def write_sb3_runs(data_dir) -> None:
     """paper_figures/data/sb3.csv as benchmarks/sb3_iif_study.py writes it: rounds 0-3 of 5 seeds of
-    stock SB3 PPO (returns 0, 1, 2, 3) and SB3 + IIF (0, 2, 3, 3: levels 1, 2, 3 at rounds 1, 1, 2)."""
+    stock SB3 PPO (returns 0, 1, 2, 3) and SB3 + IIF (0, 2, 3, 3: levels 1, 2, 3 at rounds 1, 1, 2) on
+    FrozenLake (p = 50) and LunarLander (p = 12.5)."""
     from rlinfluence.figures.runs import TIDY_COLUMNS
 
-    returns = {"ppo": [0.0, 1.0, 2.0, 3.0], "iif-p50": [0.0, 2.0, 3.0, 3.0]}
+    returns = {"ppo": [0.0, 1.0, 2.0, 3.0], "iif": [0.0, 2.0, 3.0, 3.0]}
     rows = [
         {
             "experiment": "sb3",
-            "env": "frozenlake",
-            "method": tag.split("-")[0],
-            "method_tag": tag,
-            "p": 50.0 if tag != "ppo" else None,
+            "env": env,
+            "method": method,
+            "method_tag": method if method == "ppo" else f"iif-p{p:g}",
+            "p": p if method != "ppo" else None,
             "optimizer": "sgd",
             "protocol": "sb3",
             "config_hash": "abc456",
             "seed": seed,
             "round": k,
             "env_steps": 2048 * k,
-            "test_return": returns[tag][k],
+            "test_return": returns[method][k],
             "n_records": 2048 * (k > 0),
-            "n_kept": 0 if k == 0 else 2048 if tag == "ppo" else 1024,
+            "n_kept": 0 if k == 0 else 2048 if method == "ppo" else 1024,
             "test_episodes": 100,
         }
-        for tag in returns
+        for env, p in (("frozenlake", 50.0), ("lunarlander", 12.5))
+        for method in returns
         for seed in range(5)
         for k in range(4)
     ]
@@ -279,10 +309,19 @@ def write_sb3_runs(data_dir) -> None:
 
 
 def write_lm_runs(data_dir) -> None:
-    """The language-model runs' CSV with every run the RLHF outputs need, paper scale and tiny world."""
+    """The language-model runs' CSV with every run the RLHF outputs need, paper scale and tiny world, and the
+    GRPO study's and the planted-data study's (5 seeds of each drop_baseline's and fraction's experiment)."""
     from rlinfluence.figures.rlhf import LM_CSV
 
     (data_dir / LM_CSV).parent.mkdir(parents=True, exist_ok=True)
-    pd.concat([lm_rows("rlhf", "toxicity", "gpt_neo_2p7b"), lm_rows("rlhf_tiny", "toxicity_tiny", "tiny")]).to_csv(
-        data_dir / LM_CSV, index=False
-    )
+    pd.concat(
+        [
+            lm_rows("rlhf", "toxicity", "gpt_neo_2p7b"),
+            lm_rows("rlhf_tiny", "toxicity_tiny", "tiny"),
+            *(
+                lm_rows(f"grpo_tiny_{baseline}", "toxicity_tiny", "tiny", seeds=5)
+                for baseline in ("collected", "recompute")
+            ),
+            *(lm_rows(f"corruption_lm_tiny_{fraction}", "toxicity_tiny", "tiny", seeds=5) for fraction in (0.0, 0.1)),
+        ]
+    ).to_csv(data_dir / LM_CSV, index=False)

@@ -36,6 +36,8 @@ CORRUPTION_HASHES = {
 }  # corruption.kind=advantage_sign is its default
 # The hashes of env.lm.algorithm=grpo with each env.lm.grpo.drop_baseline, the settings off the env's defaults.
 GRPO_HASHES = {"collected": "d8dc63", "recompute": "b67183"}
+# corruption.kind=reward (off the default) and each fraction, in the tiny RLHF world.
+LM_CORRUPTION_HASHES = {0.0: "503fb3", 0.1: "43ca59"}
 EXPECTED = {
     "main": runs(MAIN_ENVS, ["iif-p{p}", "ppo", "random-p{p}"], 5),
     "p_ablation": runs(P_ABLATION_ENVS, ["ppo", "iif-p6.25", "iif-p12.5", "iif-p25", "iif-p50", "iif-p100"], 3),
@@ -73,6 +75,12 @@ EXPECTED = {
         for baseline in GRPO_HASHES
         for seed in range(5)
     },
+    "corruption_lm_tiny": {
+        ("toxicity_tiny", "adam", f"{tag}-{digest}", seed)
+        for tag in ("ppo", "iif-p100")
+        for digest in LM_CORRUPTION_HASHES.values()
+        for seed in range(5)
+    },
 }
 JOB_COUNTS = {
     "main": 90,
@@ -90,6 +98,7 @@ JOB_COUNTS = {
     "robust_guard_frozenlake": 5,
     "corruption": 90,
     "grpo_tiny": 30,
+    "corruption_lm_tiny": 20,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -108,6 +117,7 @@ FEEDS = {
     "robust_guard_frozenlake": ["robust IIF"],
     "corruption": ["Planted bad data", "issue 35"],
     "grpo_tiny": ["issue 35"],
+    "corruption_lm_tiny": ["Planted bad data", "issue 35"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
@@ -129,6 +139,7 @@ def expected_experiment(name: str, cfg) -> str:
     per_setting = {
         "corruption": f"corruption_{cfg.corruption.kind}_{cfg.corruption.fraction}",
         "grpo_tiny": f"grpo_tiny_{cfg.env.lm.grpo.drop_baseline}",
+        "corruption_lm_tiny": f"corruption_lm_tiny_{cfg.corruption.fraction}",
     }
     return per_setting.get(name, EXPERIMENT_NAME.get(name, name))
 

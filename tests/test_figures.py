@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from conftest import write_analyses, write_authors_runs, write_lm_runs, write_sb3_runs
 from rlinfluence.control.evaluation import is_eval_round
-from rlinfluence.figures import catalogue, main_from_config, paper, regenerate, tidy_from_runs
+from rlinfluence.figures import catalogue, corruption, main_from_config, paper, regenerate, tidy_from_runs
 from rlinfluence.figures.catalogue import RUN_OUTPUTS as OUTPUTS
 from rlinfluence.figures.formatting import pm_over_seeds
 from rlinfluence.figures.regenerate import refresh_from_runs
@@ -116,6 +116,46 @@ def write_every_needed_run(root: Path) -> None:
         write_run(root, experiment, env, tag, seed, protocol=protocol, eval_every=2 if env == "bipedalwalker" else 1)
 
 
+# Per round of every planted run: IIF's drops found planted records at precision 0.5 and recall 0.25; standard
+# PPO drops none. Influence ranks them at AUROC 0.8 in both arms; the advantage heuristic has no score.
+DETECTION = {"iif": (0.5, 0.25, 0.8), "ppo": (None, 0.0, 0.8)}
+
+
+def write_corruption_runs(root: Path) -> None:
+    """The planted-data study's runs (figures/corruption.py), each with its corruption.jsonl; an experiment's runs
+    share the config hash of their fraction."""
+    for _, runs in corruption.CORRUPTED_SOURCES:
+        for env in runs.envs:
+            for arm in runs.arms:
+                for seed in range(runs.seeds):
+                    tag = arm.tag_for(env)
+                    run_dir = write_run(root, runs.experiment, env, tag, seed, config_hash=f"c{runs.fraction}")
+                    precision, recall, auroc = DETECTION[tag.partition("-")[0]]
+                    lines = [
+                        {"round": k, "n_planted": 10, "precision": precision, "recall": recall}
+                        | {"auroc_influence": auroc, "auroc_advantage": None, "planted": [1, 2]}
+                        for k in range(1, len(CURVES["ppo"]))
+                    ]
+                    (run_dir / "corruption.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def write_lm_detection(data_dir: Path) -> None:
+    """The planted LM runs' committed detection rows (their test returns are write_lm_runs's), as DETECTION."""
+    rows = [
+        {"experiment": "corruption_lm_tiny_0.1", "env": "toxicity_tiny", "method": method, "method_tag": tag}
+        | {"optimizer": "adam", "protocol": "clean", "config_hash": "default", "seed": seed, "round": k}
+        | dict(zip(("precision", "recall", "auroc_influence"), DETECTION[method]))
+        | {"n_planted": 6, "auroc_advantage": None}
+        for method, tag in (("ppo", "ppo"), ("iif", "iif-p100"))
+        for seed in range(5)
+        for k in range(1, 5)
+    ]
+    (data_dir / corruption.DETECTION_CSV).parent.mkdir(parents=True)
+    pd.DataFrame(rows).reindex(columns=corruption.DETECTION_COLUMNS).to_csv(
+        data_dir / corruption.DETECTION_CSV, index=False
+    )
+
+
 def table(out_dir: Path, name: str) -> pd.DataFrame:
     """A written Markdown table back as strings (skipping the caption)."""
     lines = [line for line in (out_dir / f"{name}.md").read_text().splitlines() if line.startswith("|")]
@@ -136,6 +176,8 @@ def made(tmp_path_factory):
     write_lm_runs(root / "data")
     write_authors_runs(root / "data")
     write_sb3_runs(root / "data")
+    write_corruption_runs(root / "runs")
+    write_lm_detection(root / "data")
     results = regenerate(root / "data", root / "out", runs_root=root / "runs")
     return results, root / "data", root / "out"
 
@@ -168,6 +210,9 @@ FIGURES = [
     "aggregates_profiles",
     "aggregates_iqm_curves",
     "fidelity_three_way_curves",
+    "corruption_curves",
+    "grpo_tiny_curves_collected",
+    "grpo_tiny_curves_recompute",
 ]
 TABLES = [
     "fig6b_efficiency",
@@ -201,6 +246,10 @@ TABLES = [
     "fidelity_alignment",
     "fidelity_alignment_ours",
     "sb3_dropin",
+    "corruption_detection",
+    "corruption_recovery",
+    "corruption_lm_tiny",
+    "grpo_tiny",
 ]
 
 
@@ -221,6 +270,9 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "adam.csv",
         "adam_preconditioner.csv",
         "authors.csv",
+        "corruption_advantage_sign_0.05.csv",
+        "corruption_advantage_sign_0.1.csv",
+        "corruption_advantage_sign_0.2.csv",
         "heuristics_advantage.csv",
         "heuristics_td_error.csv",
         "main.csv",
@@ -701,21 +753,21 @@ def test_three_way_table_scores_each_source_over_the_authors_rounds(made):
 
 def test_sb3_dropin_table_scores_stock_sb3_beside_ours_and_the_paper(made):
     rows = table(made[2], "sb3_dropin").set_index(["Env", "Source"])
-    assert rows.index.tolist() == [
-        ("FrozenLake", source) for source in ("paper", "stock SB3 + IIF vs stock SB3", "ours: IIF vs standard PPO")
-    ]
+    sources = ("paper", "stock SB3 + IIF vs stock SB3", "ours: IIF vs standard PPO")
+    assert rows.index.tolist() == [(env, source) for env in ("FrozenLake", "LunarLander") for source in sources]
     # Stock SB3's standard levels 1, 2, 3 at rounds 1, 2, 3; its IIF reaches them at 1, 1, 2.
-    sb3 = rows.loc[("FrozenLake", "stock SB3 + IIF vs stock SB3")]
-    assert sb3[["Rounds", "Seeds", "SE_ave mean ± std", "SE_ave per seed", "SE_peak mean ± std"]].tolist() == [
-        "0–3",
-        "5",
-        "27.8 ± 0.0",
-        "27.8, 27.8, 27.8, 27.8, 27.8",
-        "33.3 ± 0.0",
-    ]
-    assert sb3["SE_ave IQM [95 % CI]"].startswith("27.8 [")  # equal seeds: scipy's bootstrap CI is degenerate
+    for env in ("FrozenLake", "LunarLander"):
+        sb3 = rows.loc[(env, "stock SB3 + IIF vs stock SB3")]
+        assert sb3[["Rounds", "Seeds", "SE_ave mean ± std", "SE_ave per seed", "SE_peak mean ± std"]].tolist() == [
+            "0–3",
+            "5",
+            "27.8 ± 0.0",
+            "27.8, 27.8, 27.8, 27.8, 27.8",
+            "33.3 ± 0.0",
+        ]
+        assert sb3["SE_ave IQM [95 % CI]"].startswith("27.8 [")  # equal seeds: scipy's bootstrap CI is degenerate
     assert rows.loc[("FrozenLake", "paper"), "SE_ave mean ± std"] == "34.0 ± 2.0"
-    assert "LunarLander is not yet run" in (made[2] / "sb3_dropin.md").read_text()
+    assert rows.loc[("LunarLander", "paper"), "SE_ave mean ± std"] == "26.0 ± 1.8"
 
 
 def test_alignment_table_reads_the_filtering_arm_one_round_early(made):
@@ -733,3 +785,52 @@ def test_alignment_table_reads_the_filtering_arm_one_round_early(made):
             ("ours, clean protocol", "Random"),
         )
     ]
+
+
+def test_corruption_tables_score_detection_and_recovery(made):
+    detection = table(made[2], "corruption_detection").set_index(["Env", "Planted", "Arm"])
+    iif, ppo = detection.loc[("FrozenLake", "10 %", "IIF")], detection.loc[("FrozenLake", "10 %", "Standard PPO")]
+    assert iif[["Seeds", "Precision of drops", "Recall of drops", "AUROC −influence"]].tolist() == [
+        "5",
+        "0.500 ± 0.000",
+        "0.250 ± 0.000",
+        "0.800 ± 0.000",
+    ]
+    assert ppo[["Precision of drops", "Recall of drops"]].tolist() == ["—", "0.000 ± 0.000"]
+    assert iif["AUROC advantage heuristic"] == "none (5 of 5 seeds)"
+    assert len(detection) == 3 * 3 * 2  # envs x fractions x arms
+    recovery = table(made[2], "corruption_recovery").set_index(["Env", "Data"])
+    # write_run's curves: seed s is CURVES + 10 s; rounds 1-4 of standard PPO average 2.5 + 10 s.
+    assert recovery.loc[("Acrobot", "clean"), "Standard PPO: mean over rounds"] == "22.500 ± 15.811"
+    assert recovery.loc[("Acrobot", "5 % planted"), "IIF: final"] == "25.000 ± 15.811"
+    assert "corruption.fraction=0.2 eval.episodes=50" in (made[2] / "INDEX.md").read_text()
+
+
+def test_grpo_table_compares_filtering_with_each_baseline(made):
+    rows = table(made[2], "grpo_tiny").set_index(["Baseline", "Arm"])
+    assert rows.index.tolist() == [
+        (baseline, arm) for baseline in ("collected", "recompute") for arm in ("GRPO", "GRPO + IIF", "GRPO + random")
+    ]
+    # lm_rows: IIF keeps half; a round is 0.5 + 0.2 + 1.0 + 1.0 s, influence 1.0 of it.
+    assert rows.loc[("collected", "GRPO + IIF"), ["Seeds", "Kept", "Round (s)", "Influence / round"]].tolist() == [
+        "5",
+        "50 %",
+        "2.70 ± 0.00",
+        "37 %",
+    ]
+    assert rows.loc[("recompute", "GRPO"), ["Kept", "Influence / round"]].tolist() == ["100 %", "—"]
+    assert rows.loc[("collected", "GRPO"), "Rounds to GRPO's peak"].startswith(("1", "2", "3", "4"))
+
+
+def test_planted_lm_table_scores_iif_drops_beside_clean_data(made):
+    rows = table(made[2], "corruption_lm_tiny").set_index(["Data", "Arm"])
+    assert rows.index.tolist() == [(d, a) for d in ("10 % planted", "clean") for a in ("IIF", "Standard PPO")]
+    planted = rows.loc[("10 % planted", "IIF")]
+    assert planted[["Seeds", "Precision of drops", "Recall of drops", "AUROC −influence"]].tolist() == [
+        "5",
+        "0.500 ± 0.000",
+        "0.250 ± 0.000",
+        "0.800 ± 0.000",
+    ]
+    assert rows.loc[("clean", "IIF"), "Recall of drops"] == "—"
+    assert rows.loc[("clean", "Standard PPO"), "Final test toxicity"] == "0.300 ± 0.000"  # lm_rows: 0.5 − 0.05·4

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rlinfluence.figures import aggregates, counterfactual, fidelity, paper, rlhf, sb3_dropin, section4
+from rlinfluence.figures import (
+    aggregates,
+    corruption,
+    counterfactual,
+    fidelity,
+    grpo,
+    paper,
+    rlhf,
+    sb3_dropin,
+    section4,
+)
 from rlinfluence.figures.arms import (
     ADAM_ARMS,
     ADVANTAGE_H1,
@@ -298,4 +308,6 @@ OUTPUTS = (
     + aggregates.OUTPUTS
     + fidelity.OUTPUTS
     + sb3_dropin.OUTPUTS
+    + corruption.OUTPUTS
+    + grpo.OUTPUTS
 )

@@ -13,6 +13,7 @@ from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh
+from rlinfluence.figures.corruption import detection_csv_writes, fresh_detection_runs
 from rlinfluence.figures.gather import analysis_writes, fresh_analyses, group
 from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
 from rlinfluence.figures.requirements import FigureData, Output
@@ -127,6 +128,7 @@ def refresh_from_runs(runs_root: str | Path, data_dir: Path, replace: set[str]) 
     A `replace` group that no fresh result falls in is refused: it would replace nothing."""
     control = fresh_runs(runs_root, {e for output in OUTPUTS for e in output.runs.experiments})
     lm, analyses = fresh_lm_runs(runs_root), fresh_analyses(runs_root)
+    detection = fresh_detection_runs(runs_root)
     groups = group_names(control, COMPARED) | group_names(lm, LM_COMPARED) | {group(a) for a in analyses.values()}
     unused = sorted(replace - groups)
     if unused:
@@ -136,6 +138,7 @@ def refresh_from_runs(runs_root: str | Path, data_dir: Path, replace: set[str]) 
         )
     refresh = tidy_csv_writes(control, runs_root, data_dir, replace)
     refresh.merge(lm_csv_writes(lm, runs_root, data_dir, replace))
+    refresh.merge(detection_csv_writes(detection, runs_root, data_dir, replace))
     refresh.merge(analysis_writes(analyses, data_dir, replace))
     return refresh
 

@@ -88,10 +88,13 @@ class LMRuns(RestrictableByEnvs):
     arms: tuple[LMArm, ...]
     seeds: int
     device: str = "cuda"
+    overlay: str | None = None  # the +experiment overlay that makes the runs, where one does
     experiments = ()  # reads no row of the control runs' tidy table
 
     @property
     def command(self) -> str:
+        if self.overlay:
+            return f"rlinfluence -m +experiment={self.overlay}"
         seeds = ",".join(map(str, range(self.seeds)))
         by_target: dict[str, list[str]] = {}
         for arm in self.arms:
@@ -248,7 +251,7 @@ def runtime_table(output: Output[LMRuns], rows: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- the catalogue
 
-_CURVE_NOTE = (
+LM_CURVE_NOTE = (
     "Mean over seeds ± 95 % t-interval; training reward = the reward model's mean score of the round's rollouts."
 )
 _PAPER: dict[str, Any] = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
@@ -263,14 +266,14 @@ OUTPUTS: tuple[Output, ...] = tuple(
             f"fig7_rlhf{suffix}",
             f"Fig. 7{' (tiny world)' if suffix else ''}",
             "RLHF detoxification: training reward and test toxicity against round, IIF (keeping the records of "
-            "positive f_seq influence), standard PPO and random filtering (dropping as many). " + _CURVE_NOTE,
+            "positive f_seq influence), standard PPO and random filtering (dropping as many). " + LM_CURVE_NOTE,
             LMRuns(arms=(STANDARD, IIF, RANDOM), **runs),
             reward_and_toxicity,
         ),
         Output(
             f"fig16_rlhf_targets{suffix}",
             f"Fig. 16{' (tiny world)' if suffix else ''}",
-            "IIF with the sequence target f_seq against the token-level f_return, and standard PPO. " + _CURVE_NOTE,
+            "IIF with the sequence target f_seq against the token-level f_return, and standard PPO. " + LM_CURVE_NOTE,
             LMRuns(arms=(STANDARD, IIF, IIF_RETURN), **runs),
             reward_only,
         ),

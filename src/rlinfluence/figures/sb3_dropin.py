@@ -1,8 +1,8 @@
 """IIF dropped into stock stable-baselines3 PPO (rlinfluence.sb3) beside our own IIF and the paper.
 
-The stock SB3 runs come from `benchmarks/sb3_iif_frozenlake.py` (SB3's PPO at the paper's FrozenLake
-settings, with and without IIF, tidy rows of experiment `sb3`, protocol `sb3`): round k is the test after
-k updates, round 0 the initial policy, as in our runs. LunarLander is not yet run.
+The stock SB3 runs come from `benchmarks/sb3_iif_study.py` (SB3's PPO at the paper's FrozenLake and
+LunarLander settings, with and without IIF, tidy rows of experiment `sb3`, protocol `sb3`): round k is the
+test after k updates, round 0 the initial policy, as in our runs.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from rlinfluence.figures.requirements import Output
 from rlinfluence.run.rundir import CLEAN
 
 SB3 = "sb3"  # experiment and protocol of paper_figures/data/sb3.csv
-SB3_ENVS = ("frozenlake",)  # LunarLander: not yet run
+SB3_ENVS = ("frozenlake", "lunarlander")
 
 
 @dataclass(frozen=True)
 class SB3Runs(ExternalRuns):
-    """Stock SB3 PPO and SB3 PPO + IIF, made by benchmarks/sb3_iif_frozenlake.py, not by rlinfluence's loop."""
+    """Stock SB3 PPO and SB3 PPO + IIF, made by benchmarks/sb3_iif_study.py, not by rlinfluence's loop."""
 
     def command_for(self, env: str) -> str:
-        return "python benchmarks/sb3_iif_frozenlake.py"
+        return f"python benchmarks/sb3_iif_study.py --env {env}"
 
 
 SB3_SOURCE, OURS_SOURCE = "stock SB3 + IIF vs stock SB3", "ours: IIF vs standard PPO"
@@ -50,12 +50,13 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "sb3_dropin",
         "IIF in stock SB3",
-        "IIF dropped into stock stable-baselines3 PPO (rlinfluence.sb3; benchmarks/sb3_iif_frozenlake.py: SB3 "
-        "2.9.2's PPO at the paper's FrozenLake settings, SGD 5e-3, p = 50 %, 100 test episodes of the "
-        "stochastic policy a round) against stock SB3 PPO of the same seed, beside our IIF against our standard "
+        "IIF dropped into stock stable-baselines3 PPO (rlinfluence.sb3; benchmarks/sb3_iif_study.py: SB3 "
+        "2.9.2's PPO at the paper's settings, SGD 5e-3, SB3's other defaults incl. gradient clipping at 0.5; "
+        "FrozenLake p = 50 %, 100 test episodes of the stochastic policy a round; LunarLander p = 12.5 %, 50) "
+        "against stock SB3 PPO of the same seed, beside our IIF against our standard "
         "PPO (Fig. 6b's runs, clean protocol) and the paper's Fig. 6b. Mean ± std over seeds (the paper's "
         "statistic), median, IQM with a 95 % percentile-bootstrap CI (scipy, 10,000 resamples), per-seed values "
-        "in seed order; final return: the last round's test return. FrozenLake only: LunarLander is not yet run.",
+        "in seed order; final return: the last round's test return.",
         DROPIN_RUNS,
         dropin_table,
     ),
