@@ -318,6 +318,7 @@ def write_lm_runs(data_dir) -> None:
         [
             lm_rows("rlhf", "toxicity", "gpt_neo_2p7b"),
             lm_rows("rlhf_tiny", "toxicity_tiny", "tiny"),
+            lm_rows("grpo", "toxicity", "gpt_neo_2p7b"),
             *(
                 lm_rows(f"grpo_tiny_{baseline}", "toxicity_tiny", "tiny", seeds=5)
                 for baseline in ("collected", "recompute")

@@ -89,6 +89,7 @@ class LMRuns(RestrictableByEnvs):
     seeds: int
     device: str = "cuda"
     overlay: str | None = None  # the +experiment overlay that makes the runs, where one does
+    overrides: str = ""  # what the command sets beyond env, model, method, target, seed (e.g. the algorithm)
     experiments = ()  # reads no row of the control runs' tidy table
 
     @property
@@ -101,7 +102,7 @@ class LMRuns(RestrictableByEnvs):
             by_target.setdefault(arm.target, []).append(arm.method)
         return " && ".join(
             f"rlinfluence -m env={self.envs[0]} model={self.model} method={','.join(methods)} target={target} "
-            f"seed={seeds} experiment_name={self.experiment} device={self.device}"
+            f"seed={seeds} experiment_name={self.experiment} device={self.device}{self.overrides}"
             for target, methods in by_target.items()
         )
 
