@@ -799,12 +799,12 @@ def test_corruption_tables_score_detection_and_recovery(made):
     ]
     assert ppo[["Precision of drops", "Recall of drops"]].tolist() == ["—", "0.000 ± 0.000"]
     assert iif["AUROC advantage heuristic"] == "none (5 of 5 seeds)"
-    assert len(detection) == (2 * 3 + 1) * 2  # (FrozenLake, Acrobot x 3 shares + LunarLander x 10 %) x arms
+    assert len(detection) == 3 * 3 * 2  # envs x shares x arms
     recovery = table(made[2], "corruption_recovery").set_index(["Env", "Data"])
     # write_run's curves: seed s is CURVES + 10 s; rounds 1-4 of standard PPO average 2.5 + 10 s.
     assert recovery.loc[("Acrobot", "clean"), "Standard PPO: mean over rounds"] == "22.500 ± 15.811"
     assert recovery.loc[("Acrobot", "5 % planted"), "IIF: final"] == "25.000 ± 15.811"
-    assert "env=lunarlander corruption.fraction=0.1 eval.episodes=50" in (made[2] / "INDEX.md").read_text()
+    assert "env=lunarlander corruption.fraction=0.2 eval.episodes=50" in (made[2] / "INDEX.md").read_text()
 
 
 def test_grpo_table_compares_filtering_with_each_baseline(made):

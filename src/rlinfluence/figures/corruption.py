@@ -151,12 +151,8 @@ def lm_runs(fraction: float) -> PlantedLMRuns:
 
 
 LM_STUDY_RUNS = Sources(((f"{_percent(LM_FRACTION)} planted", lm_runs(LM_FRACTION)), (CLEAN_SOURCE, lm_runs(0.0))))
-# LunarLander's 150-round runs are planted at the headline share only (a CPU sitting's budget); its other
-# shares are `rlinfluence -m +experiment=corruption env=lunarlander ...` away.
-FRACTION_ENVS = {0.05: CORRUPTION_ENVS[:2], 0.1: CORRUPTION_ENVS, 0.2: CORRUPTION_ENVS[:2]}
-CORRUPTED_SOURCES = tuple((f"{_percent(f)} planted", CorruptedRuns(f, FRACTION_ENVS[f])) for f in FRACTIONS)
-# The clean source first: the study's envs are its (fidelity.Sources); a share not run on an env leaves it out.
-STUDY_RUNS = Sources(((CLEAN_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=CORRUPTION_ENVS)), *CORRUPTED_SOURCES))
+CORRUPTED_SOURCES = tuple((f"{_percent(f)} planted", CorruptedRuns(f)) for f in FRACTIONS)
+STUDY_RUNS = Sources((*CORRUPTED_SOURCES, (CLEAN_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=CORRUPTION_ENVS))))
 
 
 # ---------------------------------------------------------------- builders

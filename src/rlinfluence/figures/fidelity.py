@@ -98,11 +98,8 @@ class Sources:
         return {env: "; ".join(parts) for env, parts in lines.items()}
 
     def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
-        counts = [runs.progress(data) for _, runs in self.parts]  # a part may cover fewer envs than the first
-        return {
-            env: (sum(c.get(env, (0, 0))[0] for c in counts), sum(c.get(env, (0, 0))[1] for c in counts))
-            for env in self.envs
-        }
+        counts = [runs.progress(data) for _, runs in self.parts]
+        return {env: (sum(c[env][0] for c in counts), sum(c[env][1] for c in counts)) for env in self.envs}
 
     def restricted_to(self, envs: tuple[str, ...]) -> Self:
         return replace(self, parts=tuple((label, runs.restricted_to(envs)) for label, runs in self.parts))
