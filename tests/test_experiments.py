@@ -137,11 +137,11 @@ def expected_experiment(name: str, cfg) -> str:
     """The experiment a job of overlay `name` writes to: the studies that sweep a setting a figure compares
     across (not within) name one experiment per value of it."""
     per_setting = {
-        "corruption": f"corruption_{cfg.corruption.kind}_{cfg.corruption.fraction}",
-        "grpo_tiny": f"grpo_tiny_{cfg.env.lm.grpo.drop_baseline}",
-        "corruption_lm_tiny": f"corruption_lm_tiny_{cfg.corruption.fraction}",
+        "corruption": lambda: f"corruption_{cfg.corruption.kind}_{cfg.corruption.fraction}",
+        "grpo_tiny": lambda: f"grpo_tiny_{cfg.env.lm.grpo.drop_baseline}",
+        "corruption_lm_tiny": lambda: f"corruption_lm_tiny_{cfg.corruption.fraction}",
     }
-    return per_setting.get(name, EXPERIMENT_NAME.get(name, name))
+    return per_setting[name]() if name in per_setting else EXPERIMENT_NAME.get(name, name)
 
 
 def expand(name: str) -> list:
