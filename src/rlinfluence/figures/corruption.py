@@ -31,11 +31,10 @@ from rlinfluence.figures.runs import (
     RUN_COLUMNS,
     RUN_DIR,
     RUN_KEY,
-    merge_fresh_runs,
     read_tidy_csv,
     scan_runs,
     settings_hash,
-    tidy_csv_bytes,
+    single_csv_writes,
 )
 from rlinfluence.run.checkpoint import CORRUPTION
 from rlinfluence.run.logger import DETECTION
@@ -74,12 +73,7 @@ def fresh_detection_runs(runs_root: str | Path) -> pd.DataFrame:
 def detection_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
     """`fresh` merged into `<data_dir>/corruption/detection.csv` as the tidy rows are into theirs (runs.py);
     nothing is written (`Refresh.write` does)."""
-    if fresh.empty:
-        return Refresh(data_dir)
-    path = data_dir / DETECTION_CSV
-    merged, refresh = merge_fresh_runs(path, fresh, RUN_KEY, COMPARED, runs_root, data_dir, replace)
-    refresh.files[path] = tidy_csv_bytes(merged.sort_values(RUN_KEY + ["round"], kind="stable"))
-    return refresh
+    return single_csv_writes(fresh, data_dir / DETECTION_CSV, RUN_KEY, COMPARED, runs_root, data_dir, replace)
 
 
 # ---------------------------------------------------------------- the runs an output needs

@@ -29,12 +29,11 @@ from rlinfluence.figures.requirements import FigureData, Output, RestrictableByE
 from rlinfluence.figures.runs import (
     RUN_DIR,
     check_one_setting,
-    merge_fresh_runs,
     read_tidy_csv,
     run_agent,
     scan_runs,
     settings_hash,
-    tidy_csv_bytes,
+    single_csv_writes,
 )
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
 from rlinfluence.run.rundir import IDENTITY
@@ -181,12 +180,7 @@ def fresh_lm_runs(runs_root: str | Path) -> pd.DataFrame:
 def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
     """`fresh` (`fresh_lm_runs`) merged into `<data_dir>/lm/runs.csv` (a run found on disk replaces its rows,
     when made with the same settings; the CSV's other runs are kept); nothing is written (`Refresh.write` does)."""
-    if fresh.empty:
-        return Refresh(data_dir)
-    path = data_dir / LM_CSV
-    merged, refresh = merge_fresh_runs(path, fresh, RUN_KEY, COMPARED, runs_root, data_dir, replace)
-    refresh.files[path] = tidy_csv_bytes(merged.sort_values(RUN_KEY + ["round"], kind="stable"))
-    return refresh
+    return single_csv_writes(fresh, data_dir / LM_CSV, RUN_KEY, COMPARED, runs_root, data_dir, replace)
 
 
 # ---------------------------------------------------------------- builders

@@ -313,6 +313,24 @@ def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, 
     return refresh
 
 
+def single_csv_writes(
+    fresh: pd.DataFrame,
+    path: Path,
+    run_key: list[str],
+    compared: list[str],
+    runs_root: str | Path,
+    data_dir: Path,
+    replace: set[str],
+) -> Refresh:
+    """`fresh` merged into the one CSV at `path` (`merge_fresh_runs`: the language-model runs', the planted
+    runs' detection rows), sorted by run and round; nothing is written (`Refresh.write` does)."""
+    if fresh.empty:
+        return Refresh(data_dir)
+    merged, refresh = merge_fresh_runs(path, fresh, run_key, compared, runs_root, data_dir, replace)
+    refresh.files[path] = tidy_csv_bytes(merged.sort_values(run_key + ["round"], kind="stable"))
+    return refresh
+
+
 EXTERNAL_RUN_KEY = ["env", "method_tag", "seed"]  # one run of a CSV that holds a single experiment
 
 
