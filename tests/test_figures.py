@@ -610,6 +610,22 @@ def test_refreshing_replaces_runs_on_disk_and_keeps_the_others(tmp_path):
     assert tidy.groupby("seed")["test_return"].max().to_dict() == {0: 9.0, 1: 14.0}
 
 
+def test_refreshing_the_detection_csv_only_adds_the_new_runs_lines(tmp_path):
+    """Committed detection rows are kept byte for byte: no column is added to them (the tidy CSVs'
+    provenance columns have no values for detection rows)."""
+    path = tmp_path / "data" / corruption.DETECTION_CSV
+    lines = []
+    for seed in (0, 1):
+        run_dir = write_run(tmp_path / f"runs{seed}", "corruption_advantage_sign_0.1", "acrobot", "ppo", seed=seed)
+        line = {"round": 1, "n_planted": 10, "precision": None, "recall": 0.0, "auroc_influence": 0.8}
+        (run_dir / "corruption.jsonl").write_text(json.dumps(line | {"auroc_advantage": None, "planted": [1]}) + "\n")
+        refresh_from_runs(tmp_path / f"runs{seed}", tmp_path / "data", set()).write()
+        lines.append(path.read_text().splitlines())
+    committed, refreshed = lines
+    assert refreshed[0] == ",".join(corruption.DETECTION_COLUMNS)
+    assert set(committed) < set(refreshed) and len(refreshed) == len(committed) + 1
+
+
 def test_a_run_made_with_other_settings_never_replaces_the_committed_one(tmp_path):
     write_run(tmp_path / "old", "main", "acrobot", "ppo", seed=0, config_hash="aaaaaa")
     refresh_from_runs(tmp_path / "old", tmp_path / "data", set()).write()

@@ -327,6 +327,7 @@ def single_csv_writes(
     if fresh.empty:
         return Refresh(data_dir)
     merged, refresh = merge_fresh_runs(path, fresh, run_key, compared, runs_root, data_dir, replace)
+    merged = merged[fresh.columns.drop(RUN_DIR)]  # not read_tidy_csv's provenance columns where fresh has none
     refresh.files[path] = tidy_csv_bytes(merged.sort_values(run_key + ["round"], kind="stable"))
     return refresh
 
