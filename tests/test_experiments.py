@@ -66,7 +66,7 @@ EXPECTED = {
     # Each fraction's hash: corruption.fraction, the one setting off the env's defaults.
     "corruption": runs(
         ["frozenlake", "acrobot", "lunarlander"],
-        [f"{tag}-{digest}" for tag in ("ppo", "iif-p{p}") for digest in CORRUPTION_HASHES.values()],
+        [f"{tag}-{digest}" for tag in ("ppo", "iif-p{p}", "random-p{p}") for digest in CORRUPTION_HASHES.values()],
         5,
     ),
     "grpo_tiny": {
@@ -96,7 +96,7 @@ JOB_COUNTS = {
     "robust": 60,
     "robust_collapse": 90,
     "robust_guard_frozenlake": 5,
-    "corruption": 90,
+    "corruption": 135,
     "grpo_tiny": 30,
     "corruption_lm_tiny": 20,
 }

@@ -116,9 +116,10 @@ def write_every_needed_run(root: Path) -> None:
         write_run(root, experiment, env, tag, seed, protocol=protocol, eval_every=2 if env == "bipedalwalker" else 1)
 
 
-# Per round of every planted run: IIF's drops found planted records at precision 0.5 and recall 0.25; standard
-# PPO drops none. Influence ranks them at AUROC 0.8 in both arms; the advantage heuristic has no score.
-DETECTION = {"iif": (0.5, 0.25, 0.8), "ppo": (None, 0.0, 0.8)}
+# Per round of every planted run: IIF's drops found planted records at precision 0.5 and recall 0.25, random's at
+# precision 0.1; standard PPO drops none. Influence ranks them at AUROC 0.8 in every arm; the advantage heuristic
+# has no score.
+DETECTION = {"iif": (0.5, 0.25, 0.8), "random": (0.1, 0.25, 0.8), "ppo": (None, 0.0, 0.8)}
 
 
 def write_corruption_runs(root: Path) -> None:
@@ -815,11 +816,13 @@ def test_corruption_tables_score_detection_and_recovery(made):
     ]
     assert ppo[["Precision of drops", "Recall of drops"]].tolist() == ["—", "0.000 ± 0.000"]
     assert iif["AUROC advantage heuristic"] == "none (5 of 5 seeds)"
-    assert len(detection) == 3 * 3 * 2  # envs x shares x arms
+    assert detection.loc[("Acrobot", "20 %", "Random"), "Precision of drops"] == "0.100 ± 0.000"
+    assert len(detection) == 3 * 3 * 3  # envs x shares x arms
     recovery = table(made[2], "corruption_recovery").set_index(["Env", "Data"])
     # write_run's curves: seed s is CURVES + 10 s; rounds 1-4 of standard PPO average 2.5 + 10 s.
     assert recovery.loc[("Acrobot", "clean"), "Standard PPO: mean over rounds"] == "22.500 ± 15.811"
     assert recovery.loc[("Acrobot", "5 % planted"), "IIF: final"] == "25.000 ± 15.811"
+    assert recovery.loc[("Acrobot", "clean"), "Random: mean over rounds"] != "—"
     assert "env=lunarlander corruption.fraction=0.2 eval.episodes=50" in (made[2] / "INDEX.md").read_text()
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rlinfluence.figures import paper
-from rlinfluence.figures.arms import IIF, STANDARD, Arm
+from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
 from rlinfluence.figures.committed import Refresh
 from rlinfluence.figures.control_runs import CPU_EVALUATION, ArmRuns, Runs
 from rlinfluence.figures.curves import CURVES_NOTE, curves_figure
@@ -86,7 +86,7 @@ class CorruptedRuns(ArmRuns, RestrictableByEnvs):
 
     fraction: float
     envs: tuple[str, ...] = CORRUPTION_ENVS
-    arms: tuple[Arm, ...] = (STANDARD, IIF)
+    arms: tuple[Arm, ...] = (STANDARD, IIF, RANDOM)
     kind: str = KIND
     seeds: int = 5
     protocols: tuple[str, ...] = (CLEAN,)
@@ -146,7 +146,9 @@ def lm_runs(fraction: float) -> PlantedLMRuns:
 
 LM_STUDY_RUNS = Sources(((f"{_percent(LM_FRACTION)} planted", lm_runs(LM_FRACTION)), (CLEAN_SOURCE, lm_runs(0.0))))
 CORRUPTED_SOURCES = tuple((f"{_percent(f)} planted", CorruptedRuns(f)) for f in FRACTIONS)
-STUDY_RUNS = Sources((*CORRUPTED_SOURCES, (CLEAN_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=CORRUPTION_ENVS))))
+STUDY_RUNS = Sources(
+    (*CORRUPTED_SOURCES, (CLEAN_SOURCE, Runs("main", (STANDARD, IIF, RANDOM), envs_needed=CORRUPTION_ENVS)))
+)
 
 
 # ---------------------------------------------------------------- builders
@@ -203,7 +205,7 @@ def detection_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
     table = []
     for env in output.runs.envs:
         for source, _ in CORRUPTED_SOURCES:
-            for arm in (IIF.label, STANDARD.label):
+            for arm in (IIF.label, RANDOM.label, STANDARD.label):
                 of_arm = runs[(runs["env"] == env) & (runs["source"] == source) & (runs["arm"] == arm)]
                 if of_arm.empty:
                     continue
@@ -227,14 +229,15 @@ def detection_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
 
 def recovery_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     """Per env and planted share: the mean test return over rounds (SE_ave's quantity) and the final test
-    return of standard PPO and IIF on the corrupted data, beside both on clean data (the main comparison)."""
+    return of standard PPO, IIF and random on the corrupted data, beside them on clean data (the main
+    comparison)."""
     runs = _per_run(rows, ["test_return"])
     table = []
     for env in output.runs.envs:
         of_env = runs[runs["env"] == env]
         for source in [label for label, _ in CORRUPTED_SOURCES] + [CLEAN_SOURCE]:
             row = {"Env": paper.ENV_TITLES.get(env, env), "Data": source}
-            for arm in (STANDARD.label, IIF.label):
+            for arm in (STANDARD.label, IIF.label, RANDOM.label):
                 of_arm = of_env[(of_env["source"] == source) & (of_env["arm"] == arm)]
                 row[f"{arm}: mean over rounds"] = (
                     pm_over_seeds(of_arm["test_return"], 3) if len(of_arm) else MISSING_CELL
@@ -263,7 +266,8 @@ OUTPUTS: tuple[Output, ...] = (
         "Planted bad data: detection",
         f"Each round, a seeded {', '.join(_percent(f) for f in FRACTIONS)} of the records have their advantage "
         "sign flipped after GAE (corruption.kind=advantage_sign). Precision and recall of each arm's drop set "
-        "against the planted records (chance precision = the planted share), and the AUROC with which −influence "
+        "against the planted records (chance precision = the planted share, which random filtering at the "
+        "same p measures), and the AUROC with which −influence "
         "(f_return at θ_k, scored in every arm) and the advantage heuristic's −Ā·Â (where Monte-Carlo "
         f"advantages exist) rank planted records below the others. {_seeds_note()}",
         STUDY_RUNS,
@@ -272,8 +276,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "corruption_recovery",
         "Planted bad data: recovery",
-        "Standard PPO and IIF trained on data with planted advantage-sign flips, beside both on clean data (the "
-        f"main comparison's runs): does IIF recover the clean curve? {_seeds_note()}",
+        "Standard PPO, IIF and random filtering trained on data with planted advantage-sign flips, beside them "
+        f"on clean data (the main comparison's runs): does IIF recover the clean curve? {_seeds_note()}",
         STUDY_RUNS,
         recovery_table,
     ),
