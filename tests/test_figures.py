@@ -806,8 +806,9 @@ def test_alignment_table_reads_the_filtering_arm_one_round_early(made):
 
 
 def test_corruption_tables_score_detection_and_recovery(made):
-    detection = table(made[2], "corruption_detection").set_index(["Env", "Planted", "Arm"])
-    iif, ppo = detection.loc[("FrozenLake", "10 %", "IIF")], detection.loc[("FrozenLake", "10 %", "Standard PPO")]
+    detection = table(made[2], "corruption_detection").set_index(["Env", "Planted", "Kind", "Arm"])
+    iif = detection.loc[("FrozenLake", "10 %", "advantage_sign", "IIF")]
+    ppo = detection.loc[("FrozenLake", "10 %", "advantage_sign", "Standard PPO")]
     assert iif[["Seeds", "Precision of drops", "Recall of drops", "AUROC −influence"]].tolist() == [
         "5",
         "0.500 ± 0.000",
@@ -816,14 +817,17 @@ def test_corruption_tables_score_detection_and_recovery(made):
     ]
     assert ppo[["Precision of drops", "Recall of drops"]].tolist() == ["—", "0.000 ± 0.000"]
     assert iif["AUROC advantage heuristic"] == "none (5 of 5 seeds)"
-    assert detection.loc[("Acrobot", "20 %", "Random"), "Precision of drops"] == "0.100 ± 0.000"
-    assert len(detection) == 3 * 3 * 3  # envs x shares x arms
+    assert detection.loc[("Acrobot", "20 %", "advantage_sign", "Random"), "Precision of drops"] == "0.100 ± 0.000"
+    assert len(detection) == 3 * (3 * 3 + 2)  # envs x (advantage-sign shares x arms + the reward kind's arms)
+    assert detection.loc[("LunarLander", "10 %", "reward", "IIF"), "Recall of drops"] == "0.250 ± 0.000"
     recovery = table(made[2], "corruption_recovery").set_index(["Env", "Data"])
     # write_run's curves: seed s is CURVES + 10 s; rounds 1-4 of standard PPO average 2.5 + 10 s.
     assert recovery.loc[("Acrobot", "clean"), "Standard PPO: mean over rounds"] == "22.500 ± 15.811"
     assert recovery.loc[("Acrobot", "5 % planted"), "IIF: final"] == "25.000 ± 15.811"
     assert recovery.loc[("Acrobot", "clean"), "Random: mean over rounds"] != "—"
-    assert "env=lunarlander corruption.fraction=0.2 eval.episodes=50" in (made[2] / "INDEX.md").read_text()
+    index = (made[2] / "INDEX.md").read_text()
+    assert "env=lunarlander corruption.fraction=0.2 eval.episodes=50" in index
+    assert "env=acrobot corruption.kind=reward method=ppo,iif corruption.fraction=0.1 eval.episodes=100" in index
 
 
 def test_grpo_table_compares_filtering_with_each_baseline(made):

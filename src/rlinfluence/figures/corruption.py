@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from rlinfluence.corruption import ADVANTAGE_SIGN, REWARD
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
 from rlinfluence.figures.committed import Refresh
@@ -42,8 +43,8 @@ from rlinfluence.run.rundir import CLEAN
 
 DETECTION_CSV = Path("corruption") / "detection.csv"
 DETECTION_COLUMNS = RUN_COLUMNS + ["round", *DETECTION]
-KIND = "advantage_sign"  # the kind the study plants (conf/experiment/corruption.yaml)
-FRACTIONS = (0.05, 0.1, 0.2)
+FRACTIONS = (0.05, 0.1, 0.2)  # of advantage-sign flips, the study's kind (conf/experiment/corruption.yaml)
+REWARD_FRACTION = 0.1  # negated rewards, the harder kind: GAE spreads each over the steps before it
 HEADLINE_FRACTION = 0.1  # the curves figure's
 CORRUPTION_ENVS = ("frozenlake", "acrobot", "lunarlander")
 
@@ -87,7 +88,7 @@ class CorruptedRuns(ArmRuns, RestrictableByEnvs):
     fraction: float
     envs: tuple[str, ...] = CORRUPTION_ENVS
     arms: tuple[Arm, ...] = (STANDARD, IIF, RANDOM)
-    kind: str = KIND
+    kind: str = ADVANTAGE_SIGN
     seeds: int = 5
     protocols: tuple[str, ...] = (CLEAN,)
     all_seeds: bool = False
@@ -98,7 +99,9 @@ class CorruptedRuns(ArmRuns, RestrictableByEnvs):
 
     def command_for(self, env: str) -> str:
         evaluation = f" {CPU_EVALUATION[env]}" if env in CPU_EVALUATION else ""
-        return f"rlinfluence -m +experiment=corruption env={env} corruption.fraction={self.fraction}{evaluation}"
+        # The overlay's kind and arms are its sweep's; another kind is run by its planted-data arms only.
+        kind = "" if self.kind == ADVANTAGE_SIGN else f" corruption.kind={self.kind} method=ppo,iif"
+        return f"rlinfluence -m +experiment=corruption env={env}{kind} corruption.fraction={self.fraction}{evaluation}"
 
     @property
     def command(self) -> str:
@@ -145,7 +148,13 @@ def lm_runs(fraction: float) -> PlantedLMRuns:
 
 
 LM_STUDY_RUNS = Sources(((f"{_percent(LM_FRACTION)} planted", lm_runs(LM_FRACTION)), (CLEAN_SOURCE, lm_runs(0.0))))
-CORRUPTED_SOURCES = tuple((f"{_percent(f)} planted", CorruptedRuns(f)) for f in FRACTIONS)
+CORRUPTED_SOURCES = (
+    *((f"{_percent(f)} planted", CorruptedRuns(f)) for f in FRACTIONS),
+    (
+        f"{_percent(REWARD_FRACTION)} planted (rewards)",
+        CorruptedRuns(REWARD_FRACTION, kind=REWARD, arms=(STANDARD, IIF)),
+    ),
+)
 STUDY_RUNS = Sources(
     (*CORRUPTED_SOURCES, (CLEAN_SOURCE, Runs("main", (STANDARD, IIF, RANDOM), envs_needed=CORRUPTION_ENVS)))
 )
@@ -204,7 +213,7 @@ def detection_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
     runs = _per_run(rows[rows["source"] != CLEAN_SOURCE], measured)
     table = []
     for env in output.runs.envs:
-        for source, _ in CORRUPTED_SOURCES:
+        for source, runs_of_source in CORRUPTED_SOURCES:
             for arm in (IIF.label, RANDOM.label, STANDARD.label):
                 of_arm = runs[(runs["env"] == env) & (runs["source"] == source) & (runs["arm"] == arm)]
                 if of_arm.empty:
@@ -215,7 +224,8 @@ def detection_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
                 table.append(
                     {
                         "Env": paper.ENV_TITLES.get(env, env),
-                        "Planted": source.removesuffix(" planted"),
+                        "Planted": _percent(runs_of_source.fraction),
+                        "Kind": runs_of_source.kind,
                         "Arm": arm,
                         "Seeds": str(len(of_arm)),
                         "Precision of drops": cells["precision"],
@@ -265,7 +275,9 @@ OUTPUTS: tuple[Output, ...] = (
         "corruption_detection",
         "Planted bad data: detection",
         f"Each round, a seeded {', '.join(_percent(f) for f in FRACTIONS)} of the records have their advantage "
-        "sign flipped after GAE (corruption.kind=advantage_sign). Precision and recall of each arm's drop set "
+        "sign flipped after GAE (corruption.kind=advantage_sign), and, a harder kind, "
+        f"{_percent(REWARD_FRACTION)} their env reward negated before GAE (corruption.kind=reward; standard PPO "
+        "and IIF). Precision and recall of each arm's drop set "
         "against the planted records (chance precision = the planted share, which random filtering at the "
         "same p measures), and the AUROC with which −influence "
         "(f_return at θ_k, scored in every arm) and the advantage heuristic's −Ā·Â (where Monte-Carlo "
@@ -276,7 +288,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "corruption_recovery",
         "Planted bad data: recovery",
-        "Standard PPO, IIF and random filtering trained on data with planted advantage-sign flips, beside them "
+        "Standard PPO, IIF and random filtering trained on data with planted advantage-sign flips (or negated "
+        "rewards), beside them "
         f"on clean data (the main comparison's runs): does IIF recover the clean curve? {_seeds_note()}",
         STUDY_RUNS,
         recovery_table,
