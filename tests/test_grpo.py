@@ -130,6 +130,7 @@ def test_grpo_iif_trains_through_the_cli(tmp_path):
         (["env.lm.algorithm=grpo", "env.lm.grpo.drop_baseline=none"], "env.lm.grpo.drop_baseline"),
         (["env.lm.algorithm=grpo", "env.lm.grpo.beta=-1"], "env.lm.grpo.beta"),
         (["env.lm.algorithm=grpo", "env.lm.influence_value_loss=true"], "env.lm.influence_value_loss"),
+        (["env.lm.grpo.group_size=4"], "env.lm.grpo.group_size=4 needs env.lm.algorithm=grpo"),  # PPO ignores it
     ],
 )
 def test_bad_grpo_settings_raise_one_line_naming_the_key(overrides, key):

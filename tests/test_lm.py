@@ -157,11 +157,14 @@ def test_planted_responses_get_the_negated_reward_model_score(tmp_path):
     from rlinfluence.lm.trainer import LMTrainer
 
     corrupted = ["corruption.kind=reward", "corruption.fraction=0.25"]
-    clean, planted_batch = (LMTrainer(compose_config(LM_TINY + extra)).collect(1) for extra in ([], corrupted))
+    clean_trainer, trainer = (LMTrainer(compose_config(LM_TINY + extra)) for extra in ([], corrupted))
+    clean, planted_batch = clean_trainer.collect(1), trainer.collect(1)
     planted = planted_batch.planted
     assert clean.planted is None and int(planted.sum()) == 4
     assert torch.equal(clean.input_ids, planted_batch.input_ids)
     assert torch.equal(planted_batch.scores, torch.where(planted, -clean.scores, clean.scores))
+    # The train return is what the responses earned (as the control agent's), not what the update saw.
+    assert trainer.train_return(planted_batch) == pytest.approx(clean_trainer.train_return(clean))
     run_task(compose_config(LM_TINY + corrupted + ["method=iif", "env.rounds=1"]), tmp_path)
     [row] = [json.loads(line) for line in (tmp_path / CORRUPTION).read_text().splitlines()]
     assert row["n_planted"] == len(row["planted"]) == 4 and 0 <= row["auroc_influence"] <= 1

@@ -56,6 +56,11 @@ class ArmRuns:
     def command_for(self, env: str) -> str:
         raise NotImplementedError
 
+    @property
+    def command(self) -> str:
+        """Every env's command, one after another."""
+        return " && ".join(self.command_for(env) for env in self.envs)
+
     def experiment_of(self, arm: Arm) -> str:
         return overlay(arm.overlay).experiment if arm.overlay else self.experiment
 

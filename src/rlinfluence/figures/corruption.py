@@ -26,7 +26,7 @@ from rlinfluence.figures.curves import CURVES_NOTE, curves_figure
 from rlinfluence.figures.fidelity import Sources
 from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
 from rlinfluence.figures.requirements import FigureData, Output, RestrictableByEnvs
-from rlinfluence.figures.rlhf import IIF as LM_IIF, STANDARD as LM_STANDARD, LMRuns
+from rlinfluence.figures.rlhf import IIF as LM_IIF, STANDARD as LM_STANDARD, TINY_STUDY, LMRuns
 from rlinfluence.figures.runs import (
     COMPARED,
     RUN_COLUMNS,
@@ -74,7 +74,9 @@ def fresh_detection_runs(runs_root: str | Path) -> pd.DataFrame:
 def detection_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
     """`fresh` merged into `<data_dir>/corruption/detection.csv` as the tidy rows are into theirs (runs.py);
     nothing is written (`Refresh.write` does)."""
-    return single_csv_writes(fresh, data_dir / DETECTION_CSV, RUN_KEY, COMPARED, runs_root, data_dir, replace)
+    return single_csv_writes(
+        fresh, data_dir / DETECTION_CSV, DETECTION_COLUMNS, RUN_KEY, COMPARED, runs_root, data_dir, replace
+    )
 
 
 # ---------------------------------------------------------------- the runs an output needs
@@ -103,10 +105,6 @@ class CorruptedRuns(ArmRuns, RestrictableByEnvs):
         kind = "" if self.kind == ADVANTAGE_SIGN else f" corruption.kind={self.kind} method=ppo,iif"
         return f"rlinfluence -m +experiment=corruption env={env}{kind} corruption.fraction={self.fraction}{evaluation}"
 
-    @property
-    def command(self) -> str:
-        return " && ".join(self.command_for(env) for env in self.envs)
-
     def select(self, data: FigureData) -> pd.DataFrame:
         return with_detection(super().select(data), data.data_dir)
 
@@ -115,7 +113,7 @@ def with_detection(rows: pd.DataFrame, data_dir: Path) -> pd.DataFrame:
     """`rows` (tidy rows of either agent's runs) with each round's detection columns, NaN where none."""
     path = data_dir / DETECTION_CSV
     detection = read_tidy_csv(path) if path.exists() else pd.DataFrame(columns=DETECTION_COLUMNS)
-    on = ["experiment", "env", "method_tag", "seed", "round"]
+    on = ["experiment", "env", "method_tag", "config_hash", "seed", "round"]  # the hash tells LM targets apart
     return rows.merge(detection[on + list(DETECTION)], on=on, how="left")
 
 
@@ -137,12 +135,9 @@ LM_FRACTION = 0.1
 
 def lm_runs(fraction: float) -> PlantedLMRuns:
     return PlantedLMRuns(
+        **TINY_STUDY,
         experiment=f"corruption_lm_tiny_{fraction}",
-        envs=("toxicity_tiny",),
-        model="tiny",
         arms=(LM_STANDARD, LM_IIF),
-        seeds=5,
-        device="cpu",
         overlay="corruption_lm_tiny",
     )
 
@@ -152,7 +147,8 @@ CORRUPTED_SOURCES = (
     *((f"{_percent(f)} planted", CorruptedRuns(f)) for f in FRACTIONS),
     (
         f"{_percent(REWARD_FRACTION)} planted (rewards)",
-        CorruptedRuns(REWARD_FRACTION, kind=REWARD, arms=(STANDARD, IIF)),
+        # Not FrozenLake: only its goal steps carry a reward, so negating a random step's would change nothing.
+        CorruptedRuns(REWARD_FRACTION, kind=REWARD, arms=(STANDARD, IIF), envs=("acrobot", "lunarlander")),
     ),
 )
 STUDY_RUNS = Sources(
@@ -245,7 +241,7 @@ def recovery_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     table = []
     for env in output.runs.envs:
         of_env = runs[runs["env"] == env]
-        for source in [label for label, _ in CORRUPTED_SOURCES] + [CLEAN_SOURCE]:
+        for source, _ in output.runs.parts_of(env):
             row = {"Env": paper.ENV_TITLES.get(env, env), "Data": source}
             for arm in (STANDARD.label, IIF.label, RANDOM.label):
                 of_arm = of_env[(of_env["source"] == source) & (of_env["arm"] == arm)]

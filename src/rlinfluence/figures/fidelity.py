@@ -53,10 +53,6 @@ class ExternalRuns(ArmRuns, RestrictableByEnvs):
     def experiments(self) -> tuple[str, ...]:
         return ()
 
-    @property
-    def command(self) -> str:
-        return " && ".join(self.command_for(env) for env in self.envs)
-
 
 @dataclass(frozen=True)
 class AuthorsRuns(ExternalRuns):
@@ -86,9 +82,14 @@ class Sources:
     def experiments(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(e for _, runs in self.parts for e in runs.experiments))
 
+    def parts_of(self, env: str) -> tuple[tuple[str, Requirement], ...]:
+        """The sources that cover `env`."""
+        return tuple((label, runs) for label, runs in self.parts if env in runs.envs)
+
     @property
     def command(self) -> str:
-        return " && ".join(runs.command for _, runs in self.parts)
+        # Once each: sources made by one overlay's sweep (e.g. a setting swept inside it) share its command.
+        return " && ".join(dict.fromkeys(runs.command for _, runs in self.parts))
 
     def shortfalls(self, data: FigureData) -> dict[str, str]:
         lines: dict[str, list[str]] = {}
@@ -99,7 +100,11 @@ class Sources:
 
     def progress(self, data: FigureData) -> dict[str, tuple[int, int]]:
         counts = [runs.progress(data) for _, runs in self.parts]
-        return {env: (sum(c[env][0] for c in counts), sum(c[env][1] for c in counts)) for env in self.envs}
+        zero = (0, 0)  # a source that does not cover the env (parts_of)
+        return {
+            env: (sum(c.get(env, zero)[0] for c in counts), sum(c.get(env, zero)[1] for c in counts))
+            for env in self.envs
+        }
 
     def restricted_to(self, envs: tuple[str, ...]) -> Self:
         return replace(self, parts=tuple((label, runs.restricted_to(envs)) for label, runs in self.parts))

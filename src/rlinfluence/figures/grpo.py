@@ -12,7 +12,7 @@ from rlinfluence import metrics
 from rlinfluence.figures.fidelity import Sources
 from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
 from rlinfluence.figures.requirements import Output
-from rlinfluence.figures.rlhf import LM_CURVE_NOTE, STAGES, LMArm, LMRuns, reward_and_toxicity
+from rlinfluence.figures.rlhf import LM_CURVE_NOTE, STAGES, TINY_STUDY, LMArm, LMRuns, reward_and_toxicity
 
 BASELINES = ("collected", "recompute")
 GRPO, GRPO_IIF, GRPO_RANDOM = LMArm("GRPO", "ppo"), LMArm("GRPO + IIF", "iif"), LMArm("GRPO + random", "random")
@@ -20,15 +20,7 @@ ARMS = (GRPO, GRPO_IIF, GRPO_RANDOM)
 
 
 def grpo_runs(baseline: str) -> LMRuns:
-    return LMRuns(
-        experiment=f"grpo_tiny_{baseline}",
-        envs=("toxicity_tiny",),
-        model="tiny",
-        arms=ARMS,
-        seeds=5,
-        device="cpu",
-        overlay="grpo_tiny",
-    )
+    return LMRuns(**TINY_STUDY, experiment=f"grpo_tiny_{baseline}", arms=ARMS, overlay="grpo_tiny")
 
 
 BOTH_BASELINES = Sources(tuple((baseline, grpo_runs(baseline)) for baseline in BASELINES))

@@ -180,7 +180,7 @@ def fresh_lm_runs(runs_root: str | Path) -> pd.DataFrame:
 def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
     """`fresh` (`fresh_lm_runs`) merged into `<data_dir>/lm/runs.csv` (a run found on disk replaces its rows,
     when made with the same settings; the CSV's other runs are kept); nothing is written (`Refresh.write` does)."""
-    return single_csv_writes(fresh, data_dir / LM_CSV, RUN_KEY, COMPARED, runs_root, data_dir, replace)
+    return single_csv_writes(fresh, data_dir / LM_CSV, LM_COLUMNS, RUN_KEY, COMPARED, runs_root, data_dir, replace)
 
 
 # ---------------------------------------------------------------- builders
@@ -251,7 +251,10 @@ LM_CURVE_NOTE = (
 )
 _PAPER: dict[str, Any] = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
 # The same outputs from the offline tiny world (env=toxicity_tiny), which a CPU makes in minutes.
-_TINY: dict[str, Any] = dict(experiment="rlhf_tiny", envs=("toxicity_tiny",), model="tiny", seeds=3, device="cpu")
+_TINY_WORLD: dict[str, Any] = dict(envs=("toxicity_tiny",), model="tiny", device="cpu")
+_TINY: dict[str, Any] = dict(experiment="rlhf_tiny", seeds=3, **_TINY_WORLD)
+# A tiny-world study beyond the paper (grpo.py, corruption.py): 5 seeds; its experiment and overlay its own.
+TINY_STUDY: dict[str, Any] = dict(seeds=5, **_TINY_WORLD)
 
 OUTPUTS: tuple[Output, ...] = tuple(
     output

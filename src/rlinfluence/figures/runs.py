@@ -316,6 +316,7 @@ def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, 
 def single_csv_writes(
     fresh: pd.DataFrame,
     path: Path,
+    columns: list[str],
     run_key: list[str],
     compared: list[str],
     runs_root: str | Path,
@@ -323,12 +324,12 @@ def single_csv_writes(
     replace: set[str],
 ) -> Refresh:
     """`fresh` merged into the one CSV at `path` (`merge_fresh_runs`: the language-model runs', the planted
-    runs' detection rows), sorted by run and round; nothing is written (`Refresh.write` does)."""
+    runs' detection rows), its `columns` (not read_tidy_csv's provenance where the CSV has none), sorted by
+    run and round; nothing is written (`Refresh.write` does)."""
     if fresh.empty:
         return Refresh(data_dir)
     merged, refresh = merge_fresh_runs(path, fresh, run_key, compared, runs_root, data_dir, replace)
-    merged = merged[fresh.columns.drop(RUN_DIR)]  # not read_tidy_csv's provenance columns where fresh has none
-    refresh.files[path] = tidy_csv_bytes(merged.sort_values(run_key + ["round"], kind="stable"))
+    refresh.files[path] = tidy_csv_bytes(merged[columns].sort_values(run_key + ["round"], kind="stable"))
     return refresh
 
 

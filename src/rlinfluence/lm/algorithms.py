@@ -7,6 +7,8 @@ forward pass at θ_k, the influence's target and hooks, selection, evaluation) i
     record_loss        ℓ_i of every record, at any θ (the update's; the influence differentiates it at θ_k)
     update             the epochs over the kept records (the strategy holds the run's policy and optimizer)
     kl_coef            the KL coefficient the row logs (PPO: the adaptive controller's β; GRPO: its fixed β)
+    check_config       one-line refusals of settings the algorithm cannot run with or would ignore
+    state_dict         what a checkpoint keeps of it (PPO: the controller's β), and load_state_dict
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.config.schema import ConfigError, require_one_of
+from rlinfluence.config.schema import ConfigError, GRPOConfig, require_one_of
 from rlinfluence.lm import grpo
 from rlinfluence.lm.influence import record_loss_fn
 from rlinfluence.lm.policy import Policy
@@ -62,7 +64,12 @@ class LMPPO:
 
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
-        """Every LM setting PPO reads is checked by the trainer."""
+        """GRPO's settings, which PPO would ignore, at their defaults (the LM settings PPO reads are checked
+        by the trainer): a run's identity names no setting that does nothing."""
+        defaults = OmegaConf.structured(GRPOConfig)
+        for key, value in cfg.env.lm.grpo.items():
+            if value != defaults[key]:
+                raise ConfigError(f"env.lm.grpo.{key}={value} needs env.lm.algorithm=grpo (LM-PPO ignores it)")
 
     @property
     def kl_coef(self) -> float:

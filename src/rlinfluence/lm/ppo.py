@@ -2,7 +2,7 @@
 
 Per round: a per-token KL penalty −β·(log π − log π_ref) with the score added at the last response
 token; GAE over the response tokens (γ, λ; the value after the last token is 0); advantages whitened
-over all of the round's response tokens (both arms alike, and the influence sees the same ones); then
+over all of the round's response tokens (every arm alike, and the influence sees the same ones); then
 `n_epochs` passes over the kept records in minibatches with the clipped policy and value losses; β
 follows the adaptive KL controller. lm/grpo.py's update shares the epochs (`minibatch_epochs`), the
 clipped surrogate and the ratio statistics.

@@ -208,8 +208,11 @@ class LMTrainer:
         return self.algorithm.update(batch, selection, self.shuffle_rng)
 
     def train_return(self, batch: Sequences) -> float:
-        """The reward model's mean score of the round's responses."""
-        return float(batch.scores.mean())
+        """The reward model's mean score of the round's responses: the true score of a planted one, as the
+        control agent's train return is what the episodes earned, not what the update saw."""
+        if batch.planted is None:
+            return float(batch.scores.mean())
+        return float(torch.where(batch.planted, -batch.scores, batch.scores).mean())
 
     def evaluate(self, k: int) -> dict[str, float]:
         return self.evaluator.evaluate(self.policy, k)

@@ -14,8 +14,10 @@ import json
 import math
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TextIO, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -73,9 +75,23 @@ def rows_to_resume(path: Path, last_round: int) -> list[dict[str, str]]:
         rounds = [int(row["round"]) for row in rows]
     except (OSError, csv.Error, UnicodeDecodeError, ValueError, KeyError) as error:
         raise unreadable(path, error) from None
-    if rounds != list(range(last_round + 1)):
-        raise unreadable(path, ValueError(f"rounds 0-{last_round} of the checkpoint are not all in it"))
+    require_rounds(path, rounds, 0, last_round)
     return rows
+
+
+def require_rounds(path: Path, rounds: list[int], first: int, last_round: int) -> None:
+    """RunDirError unless `rounds` (a log's, in order) are exactly first..`last_round`, the checkpoint's."""
+    if rounds != list(range(first, last_round + 1)):
+        raise unreadable(path, ValueError(f"rounds {first}-{last_round} of the checkpoint are not all in it"))
+
+
+@contextmanager
+def synced_append(path: Path) -> Iterator[TextIO]:
+    """`path` opened to append, flushed and fsynced on close: a kill loses at most the line being written."""
+    with open(path, "a", newline="") as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 class CorruptionLog:
@@ -100,16 +116,13 @@ class CorruptionLog:
                     rounds.append(k)
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
             raise unreadable(self.path, error) from None
-        if rounds != list(range(1, last_round + 1)):
-            raise unreadable(self.path, ValueError(f"rounds 1-{last_round} of the checkpoint are not all in it"))
+        require_rounds(self.path, rounds, 1, last_round)
         return kept
 
     def log(self, row: dict[str, Any]) -> None:
         fields = {key: None if math.isnan(row[key]) else row[key] for key in DETECTION}
-        with open(self.path, "a") as handle:
+        with synced_append(self.path) as handle:
             handle.write(json.dumps({"round": row["round"], **fields, "planted": row["planted"]}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
 
 
 DISABLED = "disabled"
@@ -197,10 +210,8 @@ class RunLogger:
             self.last_test_return = test_return
 
     def log(self, row: dict[str, Any]) -> None:
-        with open(self.path, "a", newline="") as handle:
+        with synced_append(self.path) as handle:
             csv.DictWriter(handle, self.columns).writerow({key: row[key] for key in self.columns})
-            handle.flush()
-            os.fsync(handle.fileno())
         self._remember(float(row["test_return"]))
         if self.corruption is not None and "planted" in row:  # round 0 plants nothing
             self.corruption.log(row)
