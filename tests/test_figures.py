@@ -826,6 +826,7 @@ def test_corruption_tables_score_detection_and_recovery(made):
     # write_run's curves: seed s is CURVES + 10 s; rounds 1-4 of standard PPO average 2.5 + 10 s.
     assert recovery.loc[("Acrobot", "clean"), "Standard PPO: mean over rounds"] == "22.500 ± 15.811"
     assert recovery.loc[("Acrobot", "5 % planted"), "IIF: final"] == "25.000 ± 15.811"
+    assert ("FrozenLake", "10 % planted (rewards)") not in recovery.index  # the reward kind skips FrozenLake
     assert recovery.loc[("Acrobot", "clean"), "Random: mean over rounds"] != "—"
     index = (made[2] / "INDEX.md").read_text()
     assert "env=lunarlander corruption.fraction=0.2 eval.episodes=50" in index

@@ -107,7 +107,11 @@ class Sources:
         }
 
     def restricted_to(self, envs: tuple[str, ...]) -> Self:
-        return replace(self, parts=tuple((label, runs.restricted_to(envs)) for label, runs in self.parts))
+        # Each source keeps only its own envs among `envs` (one may cover fewer than the others).
+        parts = tuple(
+            (label, runs.restricted_to(tuple(e for e in envs if e in runs.envs))) for label, runs in self.parts
+        )
+        return replace(self, parts=parts)
 
     def select(self, data: FigureData) -> pd.DataFrame:
         return pd.concat([runs.select(data).assign(source=label) for label, runs in self.parts], ignore_index=True)
