@@ -77,7 +77,7 @@ EXPECTED = {
     },
     "corruption_lm_tiny": {
         ("toxicity_tiny", "adam", f"{tag}-{digest}", seed)
-        for tag in ("ppo", "iif-p100")
+        for tag in ("ppo", "iif-p100", "random-p100")
         for digest in LM_CORRUPTION_HASHES.values()
         for seed in range(5)
     },
@@ -98,7 +98,7 @@ JOB_COUNTS = {
     "robust_guard_frozenlake": 5,
     "corruption": 135,
     "grpo_tiny": 30,
-    "corruption_lm_tiny": 20,
+    "corruption_lm_tiny": 30,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {

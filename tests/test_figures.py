@@ -148,7 +148,7 @@ def write_lm_detection(data_dir: Path) -> None:
         | {"optimizer": "adam", "protocol": "clean", "config_hash": "default", "seed": seed, "round": k}
         | dict(zip(("precision", "recall", "auroc_influence"), DETECTION[method]))
         | {"n_planted": 6, "auroc_advantage": None}
-        for method, tag in (("ppo", "ppo"), ("iif", "iif-p100"))
+        for method, tag in (("ppo", "ppo"), ("iif", "iif-p100"), ("random", "random-p100"))
         for seed in range(5)
         for k in range(1, 5)
     ]
@@ -855,7 +855,9 @@ def test_grpo_table_compares_filtering_with_each_baseline(made):
 
 def test_planted_lm_table_scores_iif_drops_beside_clean_data(made):
     rows = table(made[2], "corruption_lm_tiny").set_index(["Data", "Arm"])
-    assert rows.index.tolist() == [(d, a) for d in ("10 % planted", "clean") for a in ("IIF", "Standard PPO")]
+    arms = ("IIF", "Random", "Standard PPO")
+    assert rows.index.tolist() == [(d, a) for d in ("10 % planted", "clean") for a in arms]
+    assert rows.loc[("10 % planted", "Random"), "Precision of drops"] == "0.100 ± 0.000"
     planted = rows.loc[("10 % planted", "IIF")]
     assert planted[["Seeds", "Precision of drops", "Recall of drops", "AUROC −influence"]].tolist() == [
         "5",

@@ -26,7 +26,7 @@ from rlinfluence.figures.curves import CURVES_NOTE, curves_figure
 from rlinfluence.figures.fidelity import Sources
 from rlinfluence.figures.formatting import MISSING_CELL, pm_over_seeds
 from rlinfluence.figures.requirements import FigureData, Output, RestrictableByEnvs
-from rlinfluence.figures.rlhf import IIF as LM_IIF, STANDARD as LM_STANDARD, TINY_STUDY, LMRuns
+from rlinfluence.figures.rlhf import IIF as LM_IIF, RANDOM as LM_RANDOM, STANDARD as LM_STANDARD, TINY_STUDY, LMRuns
 from rlinfluence.figures.runs import (
     COMPARED,
     RUN_COLUMNS,
@@ -137,7 +137,7 @@ def lm_runs(fraction: float) -> PlantedLMRuns:
     return PlantedLMRuns(
         **TINY_STUDY,
         experiment=f"corruption_lm_tiny_{fraction}",
-        arms=(LM_STANDARD, LM_IIF),
+        arms=(LM_STANDARD, LM_IIF, LM_RANDOM),
         overlay="corruption_lm_tiny",
     )
 
@@ -169,16 +169,18 @@ def _per_run(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 def lm_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     """Per data (planted or clean) and arm: final test toxicity and return, and per round the precision and
-    recall of the drop set and the AUROC of −influence for the planted responses."""
+    recall of the drop set and the AUROC of −influence for the planted responses (scored by the filtering
+    arms; standard PPO drops none and scores none)."""
     last = rows[rows["round"] == rows["round"].max()]
     trained = rows[rows["round"] > 0]
     table = []
     for source, _ in output.runs.parts:
-        for arm in (LM_IIF, LM_STANDARD):
+        for arm in (LM_IIF, LM_RANDOM, LM_STANDARD):
             of_arm = trained[(trained["source"] == source) & (trained["arm"] == arm.label)]
             final = last[(last["source"] == source) & (last["arm"] == arm.label)].set_index("seed")
             per_seed = of_arm.groupby("seed")[["precision", "recall", "auroc_influence"]].mean()
             planted = source != CLEAN_SOURCE
+            scored = planted and arm != LM_STANDARD
             table.append(
                 {
                     "Data": source,
@@ -186,13 +188,9 @@ def lm_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
                     "Seeds": str(len(final)),
                     "Final test toxicity": pm_over_seeds(final["test_toxicity"], 3),
                     "Final test return": pm_over_seeds(final["test_return"], 3),
-                    "Precision of drops": pm_over_seeds(per_seed["precision"], 3)
-                    if planted and arm == LM_IIF
-                    else MISSING_CELL,
+                    "Precision of drops": pm_over_seeds(per_seed["precision"], 3) if scored else MISSING_CELL,
                     "Recall of drops": pm_over_seeds(per_seed["recall"], 3) if planted else MISSING_CELL,
-                    "AUROC −influence": pm_over_seeds(per_seed["auroc_influence"], 3)
-                    if planted and arm == LM_IIF
-                    else MISSING_CELL,
+                    "AUROC −influence": pm_over_seeds(per_seed["auroc_influence"], 3) if scored else MISSING_CELL,
                 }
             )
     return pd.DataFrame(table)
@@ -301,11 +299,11 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "corruption_lm_tiny",
         "Planted bad data: the tiny RLHF world",
-        f"LM-PPO and IIF (p = 100 %, f_seq) with the reward-model score of a seeded {_percent(LM_FRACTION)} of each "
-        "round's responses negated (corruption.kind=reward, a noisy reward model), beside both on clean data; "
-        "8 rounds of 64 responses. Final: round 8. Precision and recall of IIF's drops and the AUROC of −influence "
-        "for the planted responses, per round (standard PPO drops none and scores no influence). Mean ± std "
-        "over 5 seeds.",
+        f"LM-PPO, IIF (p = 100 %, f_seq) and random (as many dropped as IIF would) with the reward-model score of a "
+        f"seeded {_percent(LM_FRACTION)} of each round's responses negated (corruption.kind=reward, a noisy reward "
+        "model), beside each on clean data; 8 rounds of 64 responses. Final: round 8. Precision and recall of the "
+        "drops and the AUROC of −influence for the planted responses, per round (standard PPO drops none and "
+        "scores no influence). Mean ± std over 5 seeds.",
         LM_STUDY_RUNS,
         lm_table,
     ),
