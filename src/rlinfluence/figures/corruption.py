@@ -101,8 +101,9 @@ class CorruptedRuns(ArmRuns, RestrictableByEnvs):
 
     def command_for(self, env: str) -> str:
         evaluation = f" {CPU_EVALUATION[env]}" if env in CPU_EVALUATION else ""
-        # The overlay's kind and arms are its sweep's; another kind is run by its planted-data arms only.
-        kind = "" if self.kind == ADVANTAGE_SIGN else f" corruption.kind={self.kind} method=ppo,iif"
+        # The overlay's kind and methods are its sweep's; another kind names its own arms' methods.
+        methods = ",".join(arm.tag.partition("-")[0] for arm in self.arms)
+        kind = "" if self.kind == ADVANTAGE_SIGN else f" corruption.kind={self.kind} method={methods}"
         return f"rlinfluence -m +experiment=corruption env={env}{kind} corruption.fraction={self.fraction}{evaluation}"
 
     def select(self, data: FigureData) -> pd.DataFrame:
@@ -207,7 +208,9 @@ def detection_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
     runs = _per_run(rows[rows["source"] != CLEAN_SOURCE], measured)
     table = []
     for env in output.runs.envs:
-        for source, runs_of_source in CORRUPTED_SOURCES:
+        for source, runs_of_source in output.runs.parts_of(env):
+            if not isinstance(runs_of_source, CorruptedRuns):  # the clean source plants nothing
+                continue
             for arm in (IIF.label, RANDOM.label, STANDARD.label):
                 of_arm = runs[(runs["env"] == env) & (runs["source"] == source) & (runs["arm"] == arm)]
                 if of_arm.empty:
