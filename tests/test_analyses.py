@@ -16,7 +16,7 @@ from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
 from rlinfluence.analyses.standard_run import standard_run_config
 from rlinfluence.cli import run_task
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import compose_config, config_refusal
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.validation import validate
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.networks import ActorCritic

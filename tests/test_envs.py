@@ -197,7 +197,7 @@ def test_gaussian_policy_influence_matches_the_per_record_reference_on_bipedalwa
         influence_scores(model, buffer, ReturnTarget(), cfg.ppo, chunk_size=24),
         reference_scores(model, buffer, ReturnTarget(), cfg.ppo),
     )
-    target = ActionTarget(state=buffer.obs[5].tolist(), action=[0.5, -0.5, 0.0, 1.0])
+    target = ActionTarget.of(state=buffer.obs[5].tolist(), action=[0.5, -0.5, 0.0, 1.0])
     assert_exact(influence_scores(model, buffer, target, cfg.ppo), reference_scores(model, buffer, target, cfg.ppo))
 
 

@@ -78,7 +78,7 @@ def test_jvp_scores_match_per_record_autograd(name, ent_coef):
 
 def test_action_target_matches_reference():
     model, buffer = make_case("mlp-categorical")
-    target = ActionTarget(state=[1.0] + [0.0] * 15, action=[2])
+    target = ActionTarget.of(state=[1.0] + [0.0] * 15, action=[2])
     fast = influence_scores(model, buffer, target, PPOConfig())
     slow = reference_scores(model, buffer, target, PPOConfig())
     assert (fast - slow).abs().max() <= 1e-5 * slow.abs().max()
@@ -150,7 +150,7 @@ def test_adam_preconditioner_is_none_before_the_first_step():
 def test_adam_preconditioning_runs_in_a_round_and_needs_adam(tmp_path):
     from conftest import compose_config
     from rlinfluence.cli import run_task
-    from rlinfluence.config.schema import ConfigError
+    from rlinfluence.config.choices import ConfigError
 
     with pytest.raises(ConfigError, match=r"influence.preconditioner=adam needs optimizer=adam"):
         run_task(compose_config(["debug=smoke", "influence.preconditioner=adam"]), tmp_path / "sgd")

@@ -213,14 +213,14 @@ def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
 
 
 def test_a_control_env_rejects_the_lm_target():
-    from rlinfluence.config.schema import ConfigError
+    from rlinfluence.config.choices import ConfigError
 
     with pytest.raises(ConfigError, match="target.name='seq'"):
         validate(compose_config(["env=frozenlake", "target=seq"]))
 
 
 def test_the_lm_target_loss_refuses_a_name_it_has_no_entry_for():
-    from rlinfluence.config.schema import ConfigError
+    from rlinfluence.config.choices import ConfigError
     from rlinfluence.lm.influence import target_loss
 
     with pytest.raises(ConfigError, match=r"^target.name='action' is not one of: seq, return$"):

@@ -9,7 +9,7 @@ import pytest
 from conftest import cli_refusal, compose_config, refusal
 from rlinfluence import metrics
 from rlinfluence.cli import run_task
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.run.checkpoint import RunDirError
 from test_committed import COMMITTED, fingerprint, rlinfluence
 from test_figures import files, table, write_run

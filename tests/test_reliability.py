@@ -19,8 +19,9 @@ import pytest
 
 from conftest import cli_refusal, compose_config, config_refusal, metrics_rows, refusal
 from rlinfluence.cli import quiet_libraries, run_task
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.config.schema import ConfigError, OptimizerConfig, TargetConfig
+from rlinfluence.config.schema import OptimizerConfig, TargetConfig
 from rlinfluence.config.validation import validate
 from rlinfluence.control.networks import feature_extractor
 from rlinfluence.figures.catalogue import OUTPUTS

@@ -27,8 +27,8 @@ from hydra._internal.utils import get_args_parser  # the parser of Hydra's comma
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.config.schema import ConfigError
 from rlinfluence.config.validation import validate
 from rlinfluence.launch.manifest import Composer, expand_sweep
 from rlinfluence.run import rundir

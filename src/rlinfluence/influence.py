@@ -13,6 +13,7 @@ is the slow explicit per-record autograd loop that the tests check the fast path
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -20,11 +21,14 @@ from scipy import stats
 from torch import nn
 from torch.func import functional_call, jvp
 
-from rlinfluence.config.schema import InfluenceConfig, PPOConfig, chosen
-from rlinfluence.control.networks import ActorCritic
+from rlinfluence.config.choices import chosen
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import Target
+
+if TYPE_CHECKING:  # types only: the attribution API scores with this module without Hydra or gymnasium
+    from rlinfluence.config.schema import InfluenceConfig, PPOConfig
+    from rlinfluence.control.networks import ActorCritic
 
 Params = dict[str, torch.Tensor]
 

@@ -12,6 +12,23 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+# A batch of observations: a tensor (N, *obs_shape), or, for a Dict observation space (SB3's MultiInputPolicy),
+# a dict of such tensors, one per key. Rows are records in both.
+Observations = torch.Tensor | dict[str, torch.Tensor]
+
+
+def take(observations: Observations, ids: slice | torch.Tensor) -> Observations:
+    """The rows `ids` of a batch of observations, of every key of a dict."""
+    if isinstance(observations, dict):
+        return {key: value[ids] for key, value in observations.items()}
+    return observations[ids]
+
+
+def observations_to(observations: Observations, device: torch.device) -> Observations:
+    if isinstance(observations, dict):
+        return {key: value.to(device) for key, value in observations.items()}
+    return observations.to(device)
+
 
 class Records(Protocol):
     """What the round loop and the selection methods that serve every agent read of a round's records: how

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from omegaconf import DictConfig
 
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.records import Records, RolloutBuffer, discounted_returns_to_go
 from rlinfluence.targets import EntropyTarget, ReturnTarget, Target
+
+if TYPE_CHECKING:  # the config's type only: drop_set (the attribution API) selects without OmegaConf
+    from omegaconf import DictConfig
 
 # The round's influence scores of every record on any target at θ_k (the round loop passes it to
 # methods that need scores on more than the configured target).
@@ -73,20 +75,22 @@ class SelectionMethod:
         raise NotImplementedError
 
 
+def check_share(key: str, p: object, auto: bool = False, note: str = "") -> None:
+    """The share p of the negative-influence records a method drops: a number in (0, 100], or, for the
+    methods that rank records by influence (`auto`), `auto`. One owner for the CLI and the public API."""
+    if auto and p == AUTO:
+        return
+    numeric = isinstance(p, (int, float, np.integer, np.floating))
+    if not numeric or not 0 < p <= 100:  # type: ignore[operator]  # numeric: a number
+        allowed = "(0, 100] or auto" if auto else "(0, 100]"
+        shown = float(p) if numeric else p  # type: ignore[arg-type]
+        raise ConfigError(f"{key}={shown} must be in {allowed} (percent of negative-influence records to drop){note}")
+
+
 def check_p(cfg: DictConfig, auto: bool = False) -> None:
     """Methods that drop a share of the negative records need p in (0, 100]; those that rank records
     by influence also take p=auto (`auto`)."""
-    p = cfg.method.p
-    if auto and p == AUTO:
-        return
-    numeric = isinstance(p, (int, float))
-    if not numeric or not 0 < p <= 100:
-        allowed = "(0, 100] or auto" if auto else "(0, 100]"
-        note = "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}"
-        raise ConfigError(
-            f"method.p={float(p) if numeric else p} must be in {allowed} "
-            f"(percent of negative-influence records to drop){note}"
-        )
+    check_share("method.p", cfg.method.p, auto, "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}")
 
 
 def format_p(p: float | str) -> str:
@@ -117,7 +121,7 @@ class _DropShareOfNegatives(SelectionMethod):
     needs_scores = True
     settings = ("p",)
 
-    def __init__(self, p: float):
+    def __init__(self, p: float | str):  # a number, or AUTO for the methods that take it
         self.p = p
 
     @classmethod
@@ -147,7 +151,11 @@ class DropMostNegative(_DropShareOfNegatives):
 
     def select(self, buffer, scores, rng, attribute=None):
         order = self.drop_order(buffer, scores, attribute)
-        count = held_out_drop_count(order, len(buffer), attribute, rng) if self.p == AUTO else n_to_drop(scores, self.p)
+        count = (
+            held_out_drop_count(order, len(buffer), attribute, rng)
+            if self.p == AUTO
+            else n_to_drop(scores, float(self.p))
+        )
         keep = np.ones(len(buffer), bool)
         keep[order[:count]] = False
         return Selection(keep)
@@ -222,7 +230,7 @@ class DropRandom(_DropShareOfNegatives):
 
     def select(self, buffer, scores, rng, attribute=None):
         keep = np.ones(len(buffer), bool)
-        keep[rng.choice(len(buffer), size=n_to_drop(scores, self.p), replace=False)] = False
+        keep[rng.choice(len(buffer), size=n_to_drop(scores, float(self.p)), replace=False)] = False  # p: never auto
         return Selection(keep)
 
 

@@ -7,22 +7,27 @@ parameters, plus the round's buffer, to a scalar. Influence differentiates it at
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from rlinfluence.config.schema import TargetConfig, chosen
+from rlinfluence.config.choices import chosen
+from rlinfluence.records import Observations, observations_to, take
 
-PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+if TYPE_CHECKING:  # the config's type only: the attribution API uses targets without Hydra or OmegaConf
+    from rlinfluence.config.schema import TargetConfig
+
+PolicyFn = Callable[[Observations, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 class Transitions(Protocol):
     """What a target reads of a buffer: our `RolloutBuffer`, or any on-policy buffer (rlinfluence.attribution)."""
 
     @property
-    def obs(self) -> torch.Tensor: ...
+    def obs(self) -> Observations: ...
     @property
     def actions(self) -> torch.Tensor: ...
     @property
@@ -46,8 +51,8 @@ class ReturnTarget:
     def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
         obs, actions, advantages = buffer.obs, buffer.actions, buffer.advantages
         if self.ids is not None:
-            ids = self.ids.to(obs.device)
-            obs, actions, advantages = obs[ids], actions[ids], advantages[ids]
+            ids = self.ids.to(advantages.device)
+            obs, actions, advantages = take(obs, ids), actions[ids], advantages[ids]
         log_prob, _ = policy_fn(obs, actions)
         return -(advantages * log_prob).mean()
 
@@ -62,23 +67,29 @@ class EntropyTarget:
         return -entropy.mean()
 
 
+@dataclass(frozen=True)
 class ActionTarget:
     """f_action = log π_θ(a*|s*): which records push the policy towards (or away from) a* in s*."""
 
-    def __init__(self, state: npt.ArrayLike, action: npt.ArrayLike):
-        self.state = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
-        self.action = torch.tensor(action, dtype=torch.float32).unsqueeze(0)
+    state: Observations  # s* as a batch of one, in the policy's observation layout
+    action: torch.Tensor  # a* as a batch of one
+
+    @classmethod
+    def of(cls, state: npt.ArrayLike, action: npt.ArrayLike) -> ActionTarget:
+        """From plain values (the config's lists): s* in the observation's shape, both as float32."""
+        as_batch = lambda values: torch.tensor(values, dtype=torch.float32).unsqueeze(0)  # noqa: E731
+        return cls(as_batch(state), as_batch(action))
 
     def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
-        device = buffer.obs.device
-        log_prob, _ = policy_fn(self.state.to(device), self.action.to(device))
+        device = buffer.advantages.device
+        log_prob, _ = policy_fn(observations_to(self.state, device), self.action.to(device))
         return -log_prob.sum()
 
 
 def _action_target(cfg: TargetConfig, observation_shape: tuple[int, ...]) -> ActionTarget:
     # target.state is a flat YAML list; the policy takes s* in the env's observation shape (images too).
     assert cfg.state is not None and cfg.action is not None  # Trainer.check_config requires both
-    return ActionTarget(np.reshape(list(cfg.state), observation_shape), list(cfg.action))
+    return ActionTarget.of(np.reshape(list(cfg.state), observation_shape), list(cfg.action))
 
 
 # target.name -> its builder (the control agent's targets; the language-model agent has its own)

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config.schema import OptimizerConfig, PPOConfig, chosen
+from rlinfluence.config.choices import chosen
+from rlinfluence.config.schema import OptimizerConfig, PPOConfig
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer

@@ -47,7 +47,8 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.config.schema import ConfigError, EvalConfig, PPOConfig
+from rlinfluence.config.choices import ConfigError
+from rlinfluence.config.schema import EvalConfig, PPOConfig
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import target_value

@@ -26,7 +26,8 @@ from rlinfluence.analyses.standard_run import (
     check_outputs,
     check_rounds,
 )
-from rlinfluence.config.schema import ConfigError, EnvConfig
+from rlinfluence.config.choices import ConfigError
+from rlinfluence.config.schema import EnvConfig
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import STATE_SETTERS, make_env

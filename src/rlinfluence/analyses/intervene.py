@@ -27,7 +27,7 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register

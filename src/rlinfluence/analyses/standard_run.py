@@ -19,7 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.validation import check_writable
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.records import RolloutBuffer

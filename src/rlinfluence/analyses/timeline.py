@@ -47,7 +47,7 @@ from rlinfluence.analyses.standard_run import (
     every_round_if_empty,
     standard_run_config,
 )
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.validation import check_action_target
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
@@ -147,10 +147,17 @@ def most_probable_action(model: ActorCritic, state: torch.Tensor) -> int:
         return int(model.policy_output(state).argmax(-1).item())
 
 
+def target_state_tensor(target: ActionTarget) -> torch.Tensor:
+    assert isinstance(target.state, torch.Tensor)  # a control env's observation: a tensor, never a dict
+    return target.state
+
+
 def target_probability(model: ActorCritic, target: ActionTarget) -> float:
     with torch.no_grad():
         device = model.device
-        log_prob = model.action_head.log_prob(model.policy_output(target.state.to(device)), target.action.to(device))
+        log_prob = model.action_head.log_prob(
+            model.policy_output(target_state_tensor(target).to(device)), target.action.to(device)
+        )
     return float(log_prob.exp().item())
 
 
@@ -176,14 +183,14 @@ def timeline_round(trainer: Trainer, run_dir: Path, k: int, target: ActionTarget
             "roughness": graph_roughness(embeddings, scores, settings.neighbours),
             "n_positive": int((scores > 0).sum()),
             "n_records": len(buffer),
-            "target_state": json.dumps(target.state.ravel().tolist()),
+            "target_state": json.dumps(target_state_tensor(target).ravel().tolist()),
             "target_action": int(target.action.item()),
             "rank": np.arange(1, len(top) + 1),
             "record": top,
             "influence": scores[top],
             "action": buffer.actions[top].numpy().astype(np.int64),
             "advantage_gae": buffer.advantages[top].numpy(),
-            "embedding_distance": np.linalg.norm(embeddings[top] - embed(final, target.state), axis=1),
+            "embedding_distance": np.linalg.norm(embeddings[top] - embed(final, target_state_tensor(target)), axis=1),
         }
     )
     return pd.concat(
@@ -246,7 +253,7 @@ def timeline(cfg: DictConfig) -> pd.DataFrame:
     action = settings.action
     if action is None:
         action = most_probable_action(final, torch.tensor(state, dtype=torch.float32).unsqueeze(0))
-    target = ActionTarget(state, [action])
+    target = ActionTarget.of(state, [action])
     rows = analyse_rounds(cfg, "timeline", rounds, partial(timeline_round, target=target, final=final))
     series = round_series(rows)
     for phase, group in series.groupby(series["round"].map(phases(rows, settings.phases))):

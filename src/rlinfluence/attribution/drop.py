@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
-from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, SelectionMethod
+import numpy as np
+import numpy.typing as npt
+
+from rlinfluence.selection import AUTO, Attribute, DropMostNegative, DropRandom, KeepAll, SelectionMethod, check_share
 
 # mode -> the selection method at p: IIF, as many records dropped at random, or attribution only
 DROP_MODES = {
@@ -12,23 +15,51 @@ DROP_MODES = {
     "random": DropRandom,
     "none": lambda p: KeepAll(),
 }
+AUTO_MODES = ("iif",)  # p="auto": the drop count chosen on held-out records, as method.p=auto in the CLI
 
 
-def check_drop_settings(mode: str, p: float) -> SelectionMethod:
+def check_drop_settings(mode: str, p: float | str) -> SelectionMethod:
     """The selection method of `mode` at `p`, or a one-line ValueError naming what is wrong."""
     if mode not in DROP_MODES:
         raise ValueError(f"mode={mode!r} is not one of: {', '.join(DROP_MODES)}")
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 100:
-        raise ValueError(f"p={p!r} must be in (0, 100] (percent of negative-influence records to drop)")
+    auto = mode in AUTO_MODES
+    check_share("p", p, auto, "" if auto else f"; p=auto is for mode={', '.join(AUTO_MODES)}")
     return DROP_MODES[mode](p)
 
 
-def drop_set(scores: np.ndarray, p: float, mode: str = "iif", rng: np.random.Generator | None = None) -> np.ndarray:
+def check_scores(scores: npt.ArrayLike) -> np.ndarray:
+    """record_influence's output: one finite score per record, (N,), or a one-line ValueError."""
+    array = np.asarray(scores)
+    if array.ndim != 1:
+        raise ValueError(f"scores has shape {array.shape}; it needs (N,), one score per record (record_influence's)")
+    if array.size == 0:
+        raise ValueError("scores is empty: there are no records to drop from")
+    if not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all():
+        raise ValueError(f"scores must be finite numbers (dtype {array.dtype}, NaN or inf found)")
+    return array.astype(np.float64)
+
+
+def drop_set(
+    scores: npt.ArrayLike,
+    p: float | str,
+    mode: str = "iif",
+    rng: np.random.Generator | None = None,
+    *,
+    attribute: Attribute | None = None,
+) -> np.ndarray:
     """The ids of the records to leave out of the update, ascending.
 
-    `iif`: the ⌊n_neg·p/100⌋ most negative scores (ties by id); `random`: as many ids drawn uniformly
-    with `rng` (default: a fresh unseeded one); `none`: no id."""
+    `iif`: the ⌊n_neg·p/100⌋ most negative scores (ties by id); with p="auto", as many of them as the
+    held-out f_return predicts to help (the CLI's method.p=auto), which needs `attribute`, a function
+    target -> every record's score (`functools.partial(record_influence, policy, module, records)`);
+    `random`: as many ids drawn uniformly with `rng` (default: a fresh unseeded one); `none`: no id."""
     method = check_drop_settings(mode, p)
-    scores = np.asarray(scores)
-    selection = method.select(scores, scores, rng if rng is not None else np.random.default_rng())
+    checked = check_scores(scores)
+    if p == AUTO and attribute is None:
+        raise ValueError(
+            "p='auto' needs attribute=functools.partial(record_influence, policy, module, records) "
+            "(it scores the records on held-out halves of the buffer)"
+        )
+    held_out: Any = attribute
+    selection = method.select(checked, checked, rng if rng is not None else np.random.default_rng(), held_out)
     return np.flatnonzero(~selection.keep)

@@ -4,33 +4,13 @@ the config. Values that are well-typed but cannot run are caught by `validation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-
-class ConfigError(ValueError):
-    """A config value that composes but cannot be run; the message is one line naming the key."""
-
-
-def require_one_of(key: str, value: Any, allowed: Iterable[str]) -> None:
-    """A closed choice: refuse a value outside `allowed` in one line naming the key and every allowed value."""
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise ConfigError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
-
-
-Chosen = TypeVar("Chosen")
-
-
-def chosen(registry: Mapping[str, Chosen], key: str, value: str) -> Chosen:
-    """The registry's entry for a closed choice (validation checked it): a builder never falls through
-    to a default for a name it does not know."""
-    require_one_of(key, value, registry)
-    return registry[value]
+# Re-exported: most modules take the config's errors and choice helpers from here.
 
 
 @dataclass

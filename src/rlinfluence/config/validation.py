@@ -19,7 +19,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import influence
-from rlinfluence.config.schema import ConfigError, EnvConfig, require_one_of
+from rlinfluence.config.choices import ConfigError, require_one_of
+from rlinfluence.config.schema import EnvConfig
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
 from rlinfluence.corruption import KINDS, LM_KINDS
 from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, built_spaces, space_shape

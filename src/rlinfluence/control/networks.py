@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config.schema import NetworkConfig, chosen
+from rlinfluence.config.choices import chosen
+from rlinfluence.config.schema import NetworkConfig
 from rlinfluence.envs.make import space_shape
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}

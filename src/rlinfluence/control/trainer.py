@@ -9,7 +9,8 @@ from typing import Any, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.config.schema import ConfigError, PPOConfig
+from rlinfluence.config.choices import ConfigError
+from rlinfluence.config.schema import PPOConfig
 from rlinfluence.config.validation import check_action_target, check_env, require_one_of
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.evaluation import Evaluator

@@ -14,7 +14,8 @@ import gymnasium as gym
 import numpy as np
 from omegaconf import OmegaConf
 
-from rlinfluence.config.schema import EnvConfig, chosen, require_one_of
+from rlinfluence.config.choices import chosen, require_one_of
+from rlinfluence.config.schema import EnvConfig
 from rlinfluence.envs.ids import current_id
 
 

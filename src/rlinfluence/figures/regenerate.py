@@ -9,8 +9,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.config.schema import ConfigError
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh
 from rlinfluence.figures.corruption import detection_csv_writes, fresh_detection_runs

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 
 MODEL, DATASET = "model", "dataset"
 T = TypeVar("T")

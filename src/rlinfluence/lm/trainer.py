@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.validation import require_one_of
 from rlinfluence.corruption import planted_records
 from rlinfluence.lm import hub

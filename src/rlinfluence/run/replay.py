@@ -26,7 +26,7 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig
 
-from rlinfluence.config.schema import ConfigError
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.overlays import overlay, overlay_names
 from rlinfluence.figures.regenerate import in_repo

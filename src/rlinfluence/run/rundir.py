@@ -28,8 +28,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.config.schema import ConfigError
 from rlinfluence.envs.ids import simulator_id
 from rlinfluence.run.checkpoint import (
     CHECKPOINT,

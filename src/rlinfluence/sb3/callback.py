@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,30 +18,33 @@ from torch.distributions import Distribution
 from rlinfluence.attribution import drop_set, record_influence
 from rlinfluence.attribution.drop import check_drop_settings
 from rlinfluence.attribution.scores import check_target
-from rlinfluence.sb3.buffer import IIFRolloutBuffer
+from rlinfluence.records import Observations
+from rlinfluence.sb3.buffer import IIFRolloutBuffer, check_action_space
 
 
-def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch.device) -> dict[str, torch.Tensor]:
-    """A filled SB3 rollout buffer as the attribution API's records, in SB3's flat (env-major) order,
-    actions as SB3's PPO feeds them to the policy. The buffer itself is left as it is."""
-    if not isinstance(action_space, (spaces.Discrete, spaces.Box)):
-        raise ValueError(f"action space {action_space} is not supported (Discrete or Box)")
-    if not isinstance(buffer.observations, np.ndarray):
-        raise ValueError("dict observations are not supported (SB3's DictRolloutBuffer): Box or Discrete ones")
+def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch.device) -> dict[str, Any]:
+    """A filled SB3 rollout buffer (RolloutBuffer or DictRolloutBuffer) as the attribution API's records, in
+    SB3's flat (env-major) order, actions as SB3's PPO feeds them to the policy. The buffer is left as it is."""
+    check_action_space(action_space)
 
     def flat(array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(buffer.swap_and_flatten(array), device=device)
 
+    observations = buffer.observations
     actions = flat(buffer.actions)
     return {
-        "observations": flat(buffer.observations),
+        "observations": (
+            {key: flat(value) for key, value in observations.items()}
+            if isinstance(observations, dict)
+            else flat(observations)
+        ),
         "actions": actions.long().flatten() if isinstance(action_space, spaces.Discrete) else actions,
         "old_log_probs": flat(buffer.log_probs).flatten(),
         "advantages": flat(buffer.advantages).flatten(),
     }
 
 
-def _torch_distribution(policy: ActorCriticPolicy, obs: torch.Tensor) -> Distribution:
+def _torch_distribution(policy: ActorCriticPolicy, obs: Observations) -> Distribution:
     distribution = policy.get_distribution(obs).distribution
     assert isinstance(distribution, Distribution)  # a list only for multi-discrete actions, which sb3_records rejects
     return distribution
@@ -50,15 +54,17 @@ class InfluenceFilter(BaseCallback):
     """Scores every record of each rollout at θ_k, the policy that collected it, and (mode `iif`) has the
     update skip the ⌊n_neg·p/100⌋ most negative ones, (`random`) as many random ones, or (`none`) none.
 
-    target: "return" (f_return on the rollout itself, the IIF default) or "action" (f_action at
-    `target_state`, `target_action`). Each round's scores, drops and counts go to `rounds` (one dict per
+    p: percent of the negative-influence records, or "auto" (mode `iif`: the count the held-out f_return
+    predicts to help, as the CLI's method.p=auto). target: "return" (f_return on the rollout itself, the
+    IIF default) or "action" (f_action at `target_state`, `target_action`; a dict of arrays for a Dict
+    observation space). Each round's scores, drops and counts go to `rounds` (one dict per
     rollout) and their summary to SB3's logger under `influence/`. Modes other than `none` need
     `PPO(..., rollout_buffer_class=IIFRolloutBuffer)`; `seed` seeds the `random` mode's draws."""
 
     def __init__(
         self,
         mode: str = "iif",
-        p: float = 50.0,
+        p: float | str = 50.0,
         target: str = "return",
         *,
         target_state: npt.ArrayLike | None = None,
@@ -78,11 +84,18 @@ class InfluenceFilter(BaseCallback):
 
     @property
     def ppo(self) -> PPO:
-        if not isinstance(self.model, PPO) or not isinstance(self.model.policy, ActorCriticPolicy):
-            raise TypeError(f"InfluenceFilter needs PPO with an actor-critic policy, not {type(self.model).__name__}")
-        return self.model
+        model = self.model
+        if not isinstance(model, PPO) or not isinstance(model.policy, ActorCriticPolicy):
+            raise TypeError(
+                f"InfluenceFilter needs stable_baselines3.PPO with an actor-critic policy, not "
+                f"{type(model).__module__.split('.')[0]}.{type(model).__name__} (recurrent policies and "
+                "sb3-contrib's algorithms are not supported)"
+            )
+        return model
 
     def _init_callback(self) -> None:
+        # Everything that cannot work is refused when learning starts, before the first rollout.
+        check_action_space(self.ppo.action_space)
         if self.mode != "none" and not isinstance(self.ppo.rollout_buffer, IIFRolloutBuffer):
             raise TypeError(f"mode={self.mode!r} needs PPO(..., rollout_buffer_class=IIFRolloutBuffer)")
 
@@ -97,18 +110,17 @@ class InfluenceFilter(BaseCallback):
         # SB3's clip range is a schedule of the training progress (read at the progress so far). At θ_k the
         # ratio is 1 and the clip inactive, so its value matters only through float differences of log π_old.
         clip_range = ppo.clip_range(ppo._current_progress_remaining) if callable(ppo.clip_range) else ppo.clip_range
-        scores = record_influence(
+        attribute = partial(
+            record_influence,
             lambda obs: _torch_distribution(policy, obs),
             policy,
             records,
-            self.target,
             clip_range=float(clip_range),
             ent_coef=float(ppo.ent_coef),
-            target_state=self.target_state,
-            target_action=self.target_action,
             chunk_size=self.chunk_size,
         )
-        dropped = drop_set(scores, self.p, self.mode, self.rng)
+        scores = attribute(self.target, target_state=self.target_state, target_action=self.target_action)
+        dropped = drop_set(scores, self.p, self.mode, self.rng, attribute=attribute)
         if isinstance(buffer, IIFRolloutBuffer) and self.mode != "none":
             buffer.drop(dropped)
         self._record(scores, dropped)

@@ -1,0 +1,31 @@
+"""The ground floor of settings: the error a refused value raises and the closed-choice helpers.
+
+It imports nothing (no Hydra, no OmegaConf, nothing of ours), so the library layer (rlinfluence.attribution,
+rlinfluence.sb3) can refuse bad input with the same one-line errors as the CLI without pulling the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+
+class ConfigError(ValueError):
+    """A config value that composes but cannot be run; the message is one line naming the key."""
+
+
+def require_one_of(key: str, value: Any, allowed: Iterable[str]) -> None:
+    """A closed choice: refuse a value outside `allowed` in one line naming the key and every allowed value."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not one of: {', '.join(allowed)}")
+
+
+Chosen = TypeVar("Chosen")
+
+
+def chosen(registry: Mapping[str, Chosen], key: str, value: str) -> Chosen:
+    """The registry's entry for a closed choice (validation checked it): a builder never falls through
+    to a default for a name it does not know."""
+    require_one_of(key, value, registry)
+    return registry[value]
