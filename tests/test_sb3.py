@@ -37,9 +37,37 @@ class TinyImageEnv(gym.Env):
         return self.np_random.integers(0, 256, (36, 36, 1), dtype=np.uint8)
 
 
+class TinyDictEnv(gym.Env):
+    """A Dict observation (a vector and a discrete mode, as SB3's MultiInputPolicy takes them); the reward
+    depends on the action, the mode and the vector."""
+
+    observation_space = gym.spaces.Dict(
+        {"position": gym.spaces.Box(-1, 1, (3,), np.float32), "mode": gym.spaces.Discrete(2)}
+    )
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        observation = self._observation()
+        self.t += 1
+        reward = float(action == (observation["mode"] + (observation["position"][0] > 0)))
+        return observation, reward, self.t >= 8, False, {}
+
+    def _observation(self):
+        return {
+            "position": self.np_random.uniform(-1, 1, 3).astype(np.float32),
+            "mode": int(self.np_random.integers(2)),
+        }
+
+
 def make_ppo(env_name: str, n_envs: int = 1, **kwargs) -> PPO:
     policies = {
         "CartPole-v1": ("MlpPolicy", lambda: gym.make("CartPole-v1"), {}),
+        "TinyDict": ("MultiInputPolicy", TinyDictEnv, {}),
         "Pendulum-v1": ("MlpPolicy", lambda: gym.make("Pendulum-v1"), {}),
         "TinyImage": ("CnnPolicy", TinyImageEnv, {"features_extractor_kwargs": {"features_dim": 32}}),
     }
@@ -63,9 +91,23 @@ class CapturingFilter(InfluenceFilter):
 
 
 STATE, ACTION = np.array([0.01, -0.02, 0.03, 0.0], np.float32), 1  # CartPole's s*, a* for f_action
+DICT_STATE = {"position": np.array([0.5, -0.1, 0.2], np.float32), "mode": np.array([1.0], np.float32)}  # TinyDict's
 
 
-def reference_scores(policy, records, ent_coef: float, clip_range: float, target: str = "return") -> torch.Tensor:
+def rows(obs, ids):
+    """Records `ids` of a tensor or of every key of a dict of tensors (SB3's Dict layout)."""
+    return {key: value[ids] for key, value in obs.items()} if isinstance(obs, dict) else obs[ids]
+
+
+def state_batch(state):
+    if isinstance(state, dict):
+        return {key: torch.as_tensor(value)[None] for key, value in state.items()}
+    return torch.as_tensor(state)[None]
+
+
+def reference_scores(
+    policy, records, ent_coef: float, clip_range: float, target: str = "return", state=STATE
+) -> torch.Tensor:
     """The definition with SB3's own evaluate_actions: one backward pass per record, dotted with ∇L_f."""
     params = [p for p in policy.parameters() if p.requires_grad]
     obs, actions, old_log_probs, advantages = (
@@ -82,12 +124,12 @@ def reference_scores(policy, records, ent_coef: float, clip_range: float, target
         _, log_prob, _ = policy.evaluate_actions(obs, actions)
         target_grad = grad(-(advantages * log_prob).mean())
     else:  # f_action = log π(a*|s*)
-        _, log_prob, _ = policy.evaluate_actions(torch.as_tensor(STATE)[None], torch.tensor([ACTION]))
+        _, log_prob, _ = policy.evaluate_actions(state_batch(state), torch.tensor([ACTION]))
         target_grad = grad(-log_prob.sum())
     normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    scores = torch.empty(len(obs), dtype=torch.float64)
-    for i in range(len(obs)):
-        _, log_prob_i, entropy_i = policy.evaluate_actions(obs[i : i + 1], actions[i : i + 1])
+    scores = torch.empty(len(advantages), dtype=torch.float64)
+    for i in range(len(advantages)):
+        _, log_prob_i, entropy_i = policy.evaluate_actions(rows(obs, slice(i, i + 1)), actions[i : i + 1])
         ratio = torch.exp(log_prob_i - old_log_probs[i])
         clipped = torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
         loss = -torch.min(ratio * normalized[i], clipped * normalized[i]) - ent_coef * entropy_i
@@ -102,14 +144,17 @@ def reference_scores(policy, records, ent_coef: float, clip_range: float, target
         ("CartPole-v1", 1, "action"),
         ("Pendulum-v1", 1, "return"),
         ("TinyImage", 1, "return"),
+        ("TinyDict", 2, "return"),
+        ("TinyDict", 2, "action"),
     ],
 )
 def test_dropin_scores_equal_per_record_autograd_on_sb3s_policy(env_name, n_envs, target):
     model = make_ppo(env_name, n_envs, n_steps=24, batch_size=12, ent_coef=0.01)
-    callback = CapturingFilter(mode="iif", p=50, target=target, target_state=STATE, target_action=ACTION)
+    state = DICT_STATE if env_name == "TinyDict" else STATE
+    callback = CapturingFilter(mode="iif", p=50, target=target, target_state=state, target_action=ACTION)
     model.learn(24 * n_envs, callback=callback)
     fast = callback.rounds[0]["scores"]
-    slow = reference_scores(callback.policy_at_k, callback.records, 0.01, 0.2, target).numpy()
+    slow = reference_scores(callback.policy_at_k, callback.records, 0.01, 0.2, target, state).numpy()
     assert len(fast) == 24 * n_envs
     assert (slow < 0).any() and (slow > 0).any()
     assert np.abs(fast - slow).max() <= 1e-6 * np.abs(slow).max()
@@ -156,12 +201,44 @@ def test_drop_set_is_the_most_negative_share_of_the_negatives():
         (lambda: InfluenceFilter(p=150), "p=150"),
         (lambda: InfluenceFilter(target="value"), "target='value'"),
         (lambda: InfluenceFilter(target="action"), "target='action' needs target_state"),
+        (lambda: InfluenceFilter(mode="random", p="auto"), "p=auto is for mode=iif"),
     ],
 )
 def test_bad_settings_are_refused_in_one_line_naming_the_argument(call, names):
     with pytest.raises(ValueError, match=names) as refused:
         call()
     assert "\n" not in str(refused.value)
+
+
+def test_a_dict_observation_space_trains_two_rounds_with_its_drops_applied():
+    model = make_ppo("TinyDict", n_envs=2, n_steps=32, batch_size=16)
+    assert type(model.rollout_buffer).__name__ == "IIFDictRolloutBuffer"  # SB3's Dict layout, our drops
+    callback = CapturingFilter(mode="iif", p=60)
+    model.learn(128, callback=callback)
+    assert [r["round"] for r in callback.rounds] == [1, 2]
+    dropped = callback.rounds[-1]["dropped"]
+    assert len(dropped) > 0 and set(callback.records["observations"]) == {"position", "mode"}
+    buffer = model.rollout_buffer
+    advantages = buffer.advantages.flatten()
+    batches = [batch.advantages.numpy() for batch in buffer.get(model.batch_size)]
+    kept = np.setdiff1d(np.arange(len(advantages)), dropped)
+    assert np.array_equal(np.sort(np.concatenate(batches)), np.sort(advantages[kept]))
+
+
+def test_what_the_dropin_cannot_score_is_refused_before_the_first_rollout():
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.env_util import make_vec_env
+
+    def cartpole_with_multi_discrete_actions():
+        return gym.wrappers.TransformAction(gym.make("CartPole-v1"), lambda a: int(a[0]), gym.spaces.MultiDiscrete([2]))
+
+    multi_discrete = make_vec_env(cartpole_with_multi_discrete_actions, n_envs=1)
+    with pytest.raises(ValueError, match=r"action space MultiDiscrete\(\[2\]\) is not supported by rlinfluence.sb3"):
+        PPO("MlpPolicy", multi_discrete, rollout_buffer_class=IIFRolloutBuffer)
+    a2c = A2C("MlpPolicy", make_vec_env("CartPole-v1", n_envs=1), n_steps=8)
+    with pytest.raises(TypeError, match="needs stable_baselines3.PPO .*not stable_baselines3.A2C .*sb3-contrib"):
+        a2c.learn(8, callback=InfluenceFilter(mode="none"))
+    assert a2c.num_timesteps == 0  # refused before any rollout
 
 
 def test_minibatches_never_hold_a_dropped_record():
