@@ -81,6 +81,10 @@ EXPECTED = {
         for digest in LM_CORRUPTION_HASHES.values()
         for seed in range(5)
     },
+    # The presets' own 1,000 test episodes: no setting off the env's defaults, the experiment tells them apart.
+    "eval_noise": runs(["minigrid", "lunarlander"], ["ppo", "iif-p{p}", "random-p{p}"], 5),
+    # The hash is of env.train_make_kwargs.is_slippery, the one setting off the env's defaults.
+    "fidelity_train_env": runs(["frozenlake"], [f"ppo-{digest({'env.train_make_kwargs.is_slippery': True})}"], 5),
 }
 JOB_COUNTS = {
     "main": 90,
@@ -99,6 +103,8 @@ JOB_COUNTS = {
     "corruption": 135,
     "grpo_tiny": 30,
     "corruption_lm_tiny": 30,
+    "eval_noise": 30,
+    "fidelity_train_env": 5,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -118,6 +124,8 @@ FEEDS = {
     "corruption": ["Planted bad data", "issue 35"],
     "grpo_tiny": ["issue 35"],
     "corruption_lm_tiny": ["Planted bad data", "issue 35"],
+    "eval_noise": ["issue 42", "lead 2"],
+    "fidelity_train_env": ["issue 42", "lead 1"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import compose_config
 from rlinfluence.envs.highway import FastIDMVehicle, FastMDPVehicle, FastRoad, NumpyKinematics
-from rlinfluence.envs.make import make_env
+from rlinfluence.envs.make import chosen_make_kwargs, make_env
 
 
 def road_state(env: gym.Env) -> list[tuple]:
@@ -34,12 +34,15 @@ def road_state(env: gym.Env) -> list[tuple]:
     ]
 
 
-def play_side_by_side(frequency: int, steps: int, first_episode: int) -> Counter:
+def play_side_by_side(frequency: int, steps: int, first_episode: int, vehicles: int = 10) -> Counter:
     """Step stock and ours with the same seeds (first_episode, first_episode + 1, ...) and uniform random
-    actions; assert identity at every step; return what the trajectories went through."""
-    cfg = compose_config(["env=highway", f"env.make_kwargs.config.simulation_frequency={frequency}"]).env
-    stock = gym.make("highway_env:highway-v0", **dict(cfg.make_kwargs))
-    ours = make_env(cfg)
+    actions; assert identity at every step; return what the trajectories went through. Other than the
+    preset's 10 `vehicles`: the collection env of env.train_make_kwargs.config.vehicles_count (issue 42)."""
+    traffic = [] if vehicles == 10 else [f"+env.train_make_kwargs.config.vehicles_count={vehicles}"]
+    cfg = compose_config(["env=highway", f"env.make_kwargs.config.simulation_frequency={frequency}", *traffic]).env
+    stock = gym.make("highway_env:highway-v0", **dict(chosen_make_kwargs(cfg, collection=True)))
+    ours = make_env(cfg, collection=True)
+    assert ours.unwrapped.config["vehicles_count"] == vehicles
     rng = np.random.default_rng([frequency, first_episode])
     seen = Counter()
     episode, done = first_episode, True
@@ -79,18 +82,21 @@ def test_the_preset_runs_on_the_fast_simulator():
 
 
 # 10,000 steps at the preset's 5 Hz in four parts of 2,500 on distinct episodes (parallel runs can
-# take them apart), and 1,000 at the paper's 15 Hz: several minutes of stock highway-env, so opt-in
-# (`pytest -m long tests/test_highway_speed.py`); the first part is quick enough for every run.
+# take them apart), 1,000 at the paper's 15 Hz, and 1,000 in highway-v0's default traffic of 50 vehicles
+# (issue 42's standard arm collects there; a step costs about 5 times a 10-vehicle one): several minutes
+# of stock highway-env, so opt-in (`pytest -m long tests/test_highway_speed.py`); the first part is quick
+# enough for every run.
 @pytest.mark.parametrize(
-    "frequency,steps,first_episode",
+    "frequency,steps,first_episode,vehicles",
     [
-        (5, 600, 0),
-        *[pytest.param(5, 2_500, 10_000 * part, marks=pytest.mark.long) for part in range(4)],
-        pytest.param(15, 1_000, 0, marks=pytest.mark.long),
+        (5, 600, 0, 10),
+        *[pytest.param(5, 2_500, 10_000 * part, 10, marks=pytest.mark.long) for part in range(4)],
+        pytest.param(15, 1_000, 0, 10, marks=pytest.mark.long),
+        pytest.param(5, 1_000, 0, 50, marks=pytest.mark.long),
     ],
 )
-def test_trajectories_are_bit_identical_to_highway_envs(frequency, steps, first_episode):
-    seen = play_side_by_side(frequency, steps, first_episode)
+def test_trajectories_are_bit_identical_to_highway_envs(frequency, steps, first_episode, vehicles):
+    seen = play_side_by_side(frequency, steps, first_episode, vehicles)
     print(dict(seen))
     # what the comparison went through, so that identity is not that of uneventful drives
     assert seen["crashes"] >= steps / 100 and seen["time limits"] >= 1

@@ -162,8 +162,8 @@ def made_before(path: Path, *keys: str) -> None:
 
 SCHEDULES = ("ppo.lr_schedule", "ppo.clip_range_schedule")
 # Keys added after hundreds of runs were made: the schedules, then the Atari preprocessing and td_error's
-# alpha, constants until they became settings (issue 33).
-NEW_KEYS = (*SCHEDULES, "env.atari", "method.alpha")
+# alpha, constants until they became settings (issue 33), then the collection env's kwargs (issue 42).
+NEW_KEYS = (*SCHEDULES, "env.atari", "method.alpha", "env.train_make_kwargs")
 
 
 def test_a_run_made_before_a_key_existed_resumes_with_the_key_at_its_default(tmp_path):

@@ -52,7 +52,8 @@ def rollout_returns(
     the first step; rollouts run side by side in batches."""
     assert env_cfg.state_key is not None  # check_diagnose refuses an env without one
     set_state = STATE_SETTERS[env_cfg.state_key]
-    envs = [make_env(env_cfg) for _ in range(min(ROLLOUTS_SIDE_BY_SIDE, len(starts)))]
+    # In the env the records were collected in (env.train_make_kwargs, where set)
+    envs = [make_env(env_cfg, collection=True) for _ in range(min(ROLLOUTS_SIDE_BY_SIDE, len(starts)))]
     generator = torch_generator(seed_seq)
     returns = np.zeros(len(starts))
     try:

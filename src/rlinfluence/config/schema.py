@@ -136,6 +136,10 @@ class EnvConfig:
     agent: str = "control"  # which trainer the round loop drives: a name in agents.AGENTS
     id: str = MISSING
     make_kwargs: dict[str, Any] = field(default_factory=dict)
+    # The collection (training) env's make kwargs, in place of make_kwargs (which evaluation keeps); empty:
+    # the same env. The authors' generic standard-training script made the id's defaults (issue 42, lead 1).
+    # Not optional: OmegaConf cannot merge a mapping into a null one (Hydra's key={...} override).
+    train_make_kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: list[str] = field(default_factory=list)
     n_envs: int = 1
     n_steps: int = 2048  # records per env per round; a round's buffer holds n_envs * n_steps

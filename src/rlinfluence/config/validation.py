@@ -23,7 +23,7 @@ from rlinfluence.config.choices import ConfigError, require_one_of
 from rlinfluence.config.schema import EnvConfig
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS, ActorCritic
 from rlinfluence.corruption import KINDS, LM_KINDS
-from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, built_spaces, space_shape
+from rlinfluence.envs.make import STATE_KEYS, WRAPPERS, built_spaces, chosen_make_kwargs, space_shape
 from rlinfluence.run.agents import AGENTS, agent_class
 from rlinfluence.run.logger import LOGGER_MODES
 from rlinfluence.run.rundir import ANY_ENV, default_config
@@ -114,6 +114,11 @@ def validate(cfg: DictConfig) -> None:
         cfg.env.agent == "control" or cfg.task in (TRAIN, "figures"),
         f"task={cfg.task} analyses the control envs; env={cfg.env.name} (env.agent={cfg.env.agent}) runs "
         f"task=train or task=figures",
+    )
+    _require(
+        not cfg.env.train_make_kwargs or cfg.env.agent == "control",
+        f"env.train_make_kwargs gives a gymnasium collection env its own make kwargs; env={cfg.env.name} "
+        f"(env.agent={cfg.env.agent}) makes none: leave it empty",
     )
     require_one_of("logger.mode", cfg.logger.mode, LOGGER_MODES)
     require_one_of("env.network.kind", cfg.env.network.kind, FEATURE_EXTRACTORS)
@@ -242,6 +247,31 @@ def check_env(cfg: DictConfig) -> None:
             f"which env.network.kind={cfg.env.network.kind} cannot take ({_first_line(error)}); "
             f"{fit_hint(cfg.env.name)}"
         ) from None
+    check_train_env(cfg.env, observations, actions)
+
+
+def check_train_env(env_cfg: EnvConfig, observations: gym.Space, actions: gym.Space) -> None:
+    """env.train_make_kwargs, where set, must make another env of env.id with the evaluation env's spaces
+    (`observations`, `actions`): one policy acts in both."""
+    given = OmegaConf.to_container(env_cfg.train_make_kwargs, resolve=True)
+    if not given:
+        return
+    key = f"env.train_make_kwargs={given}"
+    _require(
+        OmegaConf.to_container(chosen_make_kwargs(env_cfg, collection=True))
+        != OmegaConf.to_container(env_cfg.make_kwargs, resolve=True),
+        f"{key} changes nothing of env.make_kwargs: leave it empty (the same env, filed under another run dir)",
+    )
+    try:
+        train_spaces = built_spaces(env_cfg, list(env_cfg.wrappers), collection=True)
+    except Exception as error:  # noqa: BLE001 - whatever the env raises, it does not take these kwargs
+        raise ConfigError(f"{key}: env.id={env_cfg.id} cannot be made with them ({_first_line(error)})") from None
+    _require(
+        train_spaces == (observations, actions),
+        f"{key} change the spaces: the collection env observes {describe(train_spaces[0])} and acts in "
+        f"{describe(train_spaces[1])}, the evaluation env (env.make_kwargs) {describe(observations)} and "
+        f"{describe(actions)}; one policy must act in both",
+    )
 
 
 def check_action_target(env_cfg: EnvConfig, state: list[float], action: list[float], key: str) -> None:

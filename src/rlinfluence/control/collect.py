@@ -24,7 +24,7 @@ class TrainEnvs:
     def __init__(
         self, env_cfg: EnvConfig, seed_seq: np.random.SeedSequence, collection: CollectionConfig | None = None
     ):
-        self.envs = [make_env(env_cfg) for _ in range(env_cfg.n_envs)]
+        self.envs = [make_env(env_cfg, collection=True) for _ in range(env_cfg.n_envs)]
         self.seed_rngs = [np.random.default_rng(child) for child in seed_seq.spawn(env_cfg.n_envs)]
         self.first_seed_states = [rng.bit_generator.state for rng in self.seed_rngs]
         self.collection = collection or CollectionConfig()

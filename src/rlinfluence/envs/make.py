@@ -87,9 +87,19 @@ WRAPPERS: dict[str, Callable[[gym.Env, EnvConfig], gym.Env]] = {
 }
 
 
-def make_env(env_cfg: EnvConfig, wrappers: list[str] | None = None) -> gym.Env:
-    """env.id made with env.make_kwargs, then wrapped in `wrappers` (default: env.wrappers)."""
-    env = gym.make(current_id(env_cfg.id), **dict(env_cfg.make_kwargs))
+def chosen_make_kwargs(env_cfg: EnvConfig, collection: bool = False) -> Any:
+    """env.make_kwargs; the collection env's have env.train_make_kwargs merged over them (evaluation keeps
+    env.make_kwargs)."""
+    if not (collection and env_cfg.train_make_kwargs):
+        return env_cfg.make_kwargs
+    kwargs = (env_cfg.make_kwargs, env_cfg.train_make_kwargs)
+    return OmegaConf.merge(*(OmegaConf.to_container(given, resolve=True) for given in kwargs))
+
+
+def make_env(env_cfg: EnvConfig, wrappers: list[str] | None = None, collection: bool = False) -> gym.Env:
+    """env.id made with its make kwargs (`chosen_make_kwargs`), then wrapped in `wrappers` (default:
+    env.wrappers)."""
+    env = gym.make(current_id(env_cfg.id), **dict(chosen_make_kwargs(env_cfg, collection)))
     for name in env_cfg.wrappers if wrappers is None else wrappers:
         env = chosen(WRAPPERS, "env.wrappers", name)(env, env_cfg)
     return env
@@ -98,14 +108,15 @@ def make_env(env_cfg: EnvConfig, wrappers: list[str] | None = None) -> gym.Env:
 _spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
 
 
-def built_spaces(env_cfg: EnvConfig, wrappers: list[str]) -> tuple[gym.Space, gym.Space]:
-    """The observation and action spaces of env.id made with env.make_kwargs and `wrappers` (built, not
-    stepped; once a process per setting, so a sweep builds each env once). Raises what the env raises."""
-    make_kwargs = OmegaConf.to_container(env_cfg.make_kwargs, resolve=True)
+def built_spaces(env_cfg: EnvConfig, wrappers: list[str], collection: bool = False) -> tuple[gym.Space, gym.Space]:
+    """The observation and action spaces of env.id made with its make kwargs (`chosen_make_kwargs`) and
+    `wrappers` (built, not stepped; once a process per setting, so a sweep builds each env once). Raises
+    what the env raises."""
+    make_kwargs = OmegaConf.to_container(chosen_make_kwargs(env_cfg, collection), resolve=True)
     atari = None if env_cfg.atari is None else OmegaConf.to_container(env_cfg.atari)  # sets the frames' shape
     key = json.dumps([env_cfg.id, make_kwargs, wrappers, atari], sort_keys=True, default=str)
     if key not in _spaces:
-        env = make_env(env_cfg, wrappers)
+        env = make_env(env_cfg, wrappers, collection)
         try:
             _spaces[key] = env.observation_space, env.action_space
         finally:

@@ -165,6 +165,41 @@ def se_per_seed(
     return pd.DataFrame(records)
 
 
+@dataclass(frozen=True)
+class ReportedSpreads:
+    """What a paper might have reported as SE_ave's "±" (issue 42: the paper's LunarLander 26.0 ± 1.8 against
+    19.6, the std over seeds its own code gives here). A question about reporting, not a result."""
+
+    per_seed_mean: float  # mean over seeds of each seed's SE_ave (our tables' headline)
+    per_seed_std: float  # their std over seeds (ddof 1, the ± of our tables)
+    standard_error: float  # per_seed_std / √seeds
+    mean_curves: metrics.ConfidenceInterval  # SE_ave of the seed-mean curves; 95 % percentile bootstrap of seeds
+
+
+def reported_spreads(rows: pd.DataFrame, arm_label: str, protocol: str) -> ReportedSpreads:
+    """`arm_label` against standard PPO over one env's `rows` (labelled by `arm`, as Runs.select gives
+    them) of `protocol`. The seed-mean curves' bootstrap resamples seeds, each with both its arms' curves."""
+    per_seed = se_per_seed(rows, arm_label, protocol, None)["SE_ave"]
+    rows = rows[rows["protocol"] == protocol]
+    seeds = sorted(set(rows["seed"]))
+    curves = {
+        label: np.stack([curve(rows[(rows["arm"] == label) & (rows["seed"] == seed)]) for seed in seeds])
+        for label in (STANDARD.label, arm_label)
+    }
+
+    def mean_curves_se_ave(picked: np.ndarray) -> float:
+        picked = picked.astype(int)  # bootstrap_ci resamples the seeds' indices as floats
+        return metrics.se_ave(curves[STANDARD.label][picked].mean(axis=0), curves[arm_label][picked].mean(axis=0))
+
+    std = float(per_seed.std())
+    return ReportedSpreads(
+        per_seed_mean=float(per_seed.mean()),
+        per_seed_std=std,
+        standard_error=std / np.sqrt(len(per_seed)),
+        mean_curves=metrics.bootstrap_ci(np.arange(len(seeds)), mean_curves_se_ave),
+    )
+
+
 def robust_cells(values: pd.Series, name: str) -> dict[str, str]:
     ci = metrics.bootstrap_ci(values)
     return {

@@ -333,7 +333,9 @@ def single_csv_writes(
     return refresh
 
 
-EXTERNAL_RUN_KEY = ["env", "method_tag", "seed"]  # one run of a CSV that holds a single experiment
+# One run of a CSV that holds a single experiment: the protocol tells a study's declared variants apart
+# (sb3.csv: stock SB3 with and without gradient clipping).
+EXTERNAL_RUN_KEY = ["env", "method_tag", "protocol", "seed"]
 
 
 def commit_external_runs(
@@ -341,7 +343,7 @@ def commit_external_runs(
 ) -> pd.DataFrame:
     """Rows that code other than our training loop made (benchmarks/authors_pipeline/convert.py,
     benchmarks/sb3_iif_study.py) merged into their tidy CSV: a fresh run replaces the committed run of
-    the same env, arm and seed, every other committed run stays. `settings` (config_hash -> what made the
+    the same env, arm, protocol and seed, every other committed run stays. `settings` (config_hash -> what made the
     rows) join settings.json, as every committed hash names its settings. Writes both; returns the rows."""
     if csv_path.exists():
         committed = read_tidy_csv(csv_path)

@@ -19,6 +19,8 @@ from rlinfluence.figures.requirements import Output
 from rlinfluence.run.rundir import CLEAN
 
 SB3 = "sb3"  # experiment and protocol of paper_figures/data/sb3.csv
+# The protocol of its runs without gradient clipping (max_grad_norm = inf, as the authors' patched SB3; issue 42)
+SB3_NO_CLIPPING = "sb3-noclip"
 SB3_ENVS = ("frozenlake", "lunarlander")
 
 
