@@ -4,8 +4,8 @@ First those drawn from the control runs (`RUN_OUTPUTS`, below: each names the ex
 makes its runs, and what it needs beyond or instead of what that overlay launches), then Section 4's,
 drawn from the analyses' CSVs (section4.py), the counterfactual check's (counterfactual.py), the RLHF
 outputs, drawn from the language-model runs' CSV (rlhf.py), the cross-env aggregates (aggregates.py)
-the fidelity comparison with the authors' released pipeline (fidelity.py) and IIF dropped into stock
-stable-baselines3 PPO (sb3_dropin.py).
+the fidelity comparison with the authors' released pipeline (fidelity.py), IIF dropped into stock
+stable-baselines3 PPO (sb3_dropin.py) and the fidelity leads (fidelity_leads.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rlinfluence.figures import (
     corruption,
     counterfactual,
     fidelity,
+    fidelity_leads,
     grpo,
     paper,
     rlhf,
@@ -308,6 +309,7 @@ OUTPUTS = (
     + aggregates.OUTPUTS
     + fidelity.OUTPUTS
     + sb3_dropin.OUTPUTS
+    + fidelity_leads.OUTPUTS
     + corruption.OUTPUTS
     + grpo.OUTPUTS
 )

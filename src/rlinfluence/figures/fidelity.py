@@ -205,7 +205,8 @@ def robust_cells(values: pd.Series, name: str) -> dict[str, str]:
     return {
         f"{name} mean ± std": pm_over_seeds(values, 1),
         f"{name} median": f"{values.median():.1f}",
-        f"{name} IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]",
+        # One seed has no interval (a study whose runs are still arriving).
+        f"{name} IQM [95 % CI]": f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]" if len(values) > 1 else MISSING_CELL,
         f"{name} per seed": ", ".join(f"{v:.1f}" for v in values),
     }
 

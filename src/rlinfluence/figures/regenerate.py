@@ -15,7 +15,7 @@ from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh
 from rlinfluence.figures.corruption import detection_csv_writes, fresh_detection_runs
 from rlinfluence.figures.gather import analysis_writes, fresh_analyses, group
-from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_table
+from rlinfluence.figures.render import FIGURE_SUFFIXES, TABLE_SUFFIXES, save_figure, save_sections, save_table
 from rlinfluence.figures.requirements import FigureData, Output
 from rlinfluence.figures.rlhf import COMPARED as LM_COMPARED, fresh_lm_runs, lm_csv_writes
 from rlinfluence.figures.runs import COMPARED, fresh_runs, group_names, load_tidy, scan_runs, tidy_csv_writes
@@ -39,6 +39,8 @@ def _make(output: Output, data: FigureData, out_dir: Path) -> list[Path]:
     stem = out_dir / output.name
     if isinstance(result, Figure):
         return save_figure(result, stem)
+    if isinstance(result, tuple):
+        return save_sections(result, stem, f"{output.title}: {output.caption}")
     return save_table(result, stem, f"{output.title}: {output.caption}")
 
 

@@ -8,6 +8,7 @@ may depend on the clock, the machine's fonts or global matplotlib state: figures
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -89,4 +90,26 @@ def save_table(table: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     paths = [stem.with_suffix(suffix) for suffix in TABLE_SUFFIXES]
     paths[0].write_text(markdown_table(table, caption))
     paths[1].write_text(latex_table(table, caption, label=f"tab:{stem.name}"))
+    return paths
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table of an output made of several (a build returns a tuple of them): its heading and what it shows."""
+
+    title: str
+    note: str
+    table: pd.DataFrame  # every cell a formatted string
+
+
+def save_sections(sections: tuple[Section, ...], stem: Path, caption: str) -> list[Path]:
+    """Write `stem`.md (the caption, then each section's heading, note and table) and `stem`.tex (one table per
+    section, the first captioned with the output's caption too)."""
+    paths = [stem.with_suffix(suffix) for suffix in TABLE_SUFFIXES]
+    markdown = [markdown_table(s.table, f"## {s.title}\n\n{s.note}") for s in sections]
+    paths[0].write_text("\n".join([caption, "", *markdown]))
+    captions = [f"{s.title}: {s.note}" for s in sections]
+    captions[0] = f"{caption} {captions[0]}"
+    latex = [latex_table(s.table, text, f"tab:{stem.name}-{i}") for i, (s, text) in enumerate(zip(sections, captions))]
+    paths[1].write_text("\n".join(latex))
     return paths

@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar, cast
 
 import pandas as pd
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from rlinfluence.figures.render import Section
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,4 +77,5 @@ class Output(Generic[RequirementT]):
     title: str  # the paper's number for it, e.g. "Table 2"
     caption: str  # what is shown and how it is aggregated; written beside the output
     runs: RequirementT
-    build: Callable[[Output[RequirementT], pd.DataFrame], Figure | pd.DataFrame]  # a figure or a table of strings
+    # a figure, a table of strings, or tables of strings under headings (render.Section)
+    build: Callable[[Output[RequirementT], pd.DataFrame], Figure | pd.DataFrame | tuple[Section, ...]]

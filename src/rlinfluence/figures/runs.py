@@ -51,6 +51,10 @@ TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
 RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
 COMPARED = ["experiment", "env"]  # the runs one figure compares with each other: every arm and seed of an env
 RUN_DIR = "run_dir"  # a fresh row's run dir: named by the refusals, never written
+SB3_EXPERIMENT = "sb3"  # paper_figures/data/sb3.csv (benchmarks/sb3_iif_study.py)
+# Experiments whose protocols are declared variants with settings of their own (stock SB3 with and without gradient
+# clipping): their runs are compared within a protocol, so each variant must share one config_hash.
+VARIANT_EXPERIMENTS = (SB3_EXPERIMENT,)
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,9 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=TIDY_COLUMNS)
     tidy = sort_tidy(pd.concat([read_tidy_csv(p) for p in paths], ignore_index=True))
     _check_unique_runs(tidy, str(data_dir))
-    check_one_setting(tidy, RUN_KEY, COMPARED, str(data_dir))
+    variants = tidy["experiment"].isin(VARIANT_EXPERIMENTS)
+    check_one_setting(tidy[~variants], RUN_KEY, COMPARED, str(data_dir))
+    check_one_setting(tidy[variants], RUN_KEY, COMPARED + ["protocol"], str(data_dir))
     return tidy
 
 

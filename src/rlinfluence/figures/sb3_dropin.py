@@ -7,7 +7,7 @@ test after k updates, round 0 the initial policy, as in our runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -16,9 +16,10 @@ from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.fidelity import ExternalRuns, Sources, paper_row, se_per_seed, source_row
 from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.requirements import Output
+from rlinfluence.figures.runs import SB3_EXPERIMENT
 from rlinfluence.run.rundir import CLEAN
 
-SB3 = "sb3"  # experiment and protocol of paper_figures/data/sb3.csv
+SB3 = SB3_EXPERIMENT  # experiment and protocol of paper_figures/data/sb3.csv
 # The protocol of its runs without gradient clipping (max_grad_norm = inf, as the authors' patched SB3; issue 42)
 SB3_NO_CLIPPING = "sb3-noclip"
 SB3_ENVS = ("frozenlake", "lunarlander")
@@ -28,12 +29,15 @@ SB3_ENVS = ("frozenlake", "lunarlander")
 class SB3Runs(ExternalRuns):
     """Stock SB3 PPO and SB3 PPO + IIF, made by benchmarks/sb3_iif_study.py, not by rlinfluence's loop."""
 
+    flags: str = ""  # the study's variant, e.g. " --no-grad-clipping"
+
     def command_for(self, env: str) -> str:
-        return f"python benchmarks/sb3_iif_study.py --env {env}"
+        return f"python benchmarks/sb3_iif_study.py --env {env}{self.flags}"
 
 
 SB3_SOURCE, OURS_SOURCE = "stock SB3 + IIF vs stock SB3", "ours: IIF vs standard PPO"
 SB3_RUNS = SB3Runs(SB3, SB3_ENVS, (STANDARD, IIF), seeds=5, protocols=(SB3,))
+SB3_NO_CLIPPING_RUNS = replace(SB3_RUNS, protocols=(SB3_NO_CLIPPING,), all_seeds=True, flags=" --no-grad-clipping")
 DROPIN_RUNS = Sources(((SB3_SOURCE, SB3_RUNS), (OURS_SOURCE, Runs("main", (STANDARD, IIF), envs_needed=SB3_ENVS))))
 
 
