@@ -278,10 +278,13 @@ def write_authors_runs(data_dir) -> None:
 def write_sb3_runs(data_dir) -> None:
     """paper_figures/data/sb3.csv as benchmarks/sb3_iif_study.py writes it: rounds 0-3 of 5 seeds of
     stock SB3 PPO (returns 0, 1, 2, 3) and SB3 + IIF (0, 2, 3, 3: levels 1, 2, 3 at rounds 1, 1, 2) on
-    FrozenLake (p = 50) and LunarLander (p = 12.5)."""
+    FrozenLake (p = 50) and LunarLander (p = 12.5); and the study without gradient clipping, whose IIF tests as its
+    stock SB3 does (SE 0), with settings (a config_hash) of its own."""
     from rlinfluence.figures.runs import TIDY_COLUMNS
+    from rlinfluence.figures.sb3_dropin import SB3, SB3_NO_CLIPPING
 
     returns = {"ppo": [0.0, 1.0, 2.0, 3.0], "iif": [0.0, 2.0, 3.0, 3.0]}
+    variants = {SB3: ("abc456", returns), SB3_NO_CLIPPING: ("abc789", dict(returns, iif=returns["ppo"]))}
     rows = [
         {
             "experiment": "sb3",
@@ -290,16 +293,17 @@ def write_sb3_runs(data_dir) -> None:
             "method_tag": method if method == "ppo" else f"iif-p{p:g}",
             "p": p if method != "ppo" else None,
             "optimizer": "sgd",
-            "protocol": "sb3",
-            "config_hash": "abc456",
+            "protocol": protocol,
+            "config_hash": config_hash,
             "seed": seed,
             "round": k,
             "env_steps": 2048 * k,
-            "test_return": returns[method][k],
+            "test_return": curves[method][k],
             "n_records": 2048 * (k > 0),
             "n_kept": 0 if k == 0 else 2048 if method == "ppo" else 1024,
             "test_episodes": 100,
         }
+        for protocol, (config_hash, curves) in variants.items()
         for env, p in (("frozenlake", 50.0), ("lunarlander", 12.5))
         for method in returns
         for seed in range(5)

@@ -10,8 +10,17 @@ from omegaconf import OmegaConf
 
 from conftest import write_analyses, write_authors_runs, write_lm_runs, write_sb3_runs
 from rlinfluence.control.evaluation import is_eval_round
-from rlinfluence.figures import catalogue, corruption, main_from_config, paper, regenerate, tidy_from_runs
+from rlinfluence.figures import (
+    catalogue,
+    corruption,
+    fidelity_leads,
+    main_from_config,
+    paper,
+    regenerate,
+    tidy_from_runs,
+)
 from rlinfluence.figures.catalogue import RUN_OUTPUTS as OUTPUTS
+from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import pm_over_seeds
 from rlinfluence.figures.regenerate import refresh_from_runs
 from rlinfluence.figures.render import latex_table
@@ -19,6 +28,7 @@ from rlinfluence.figures.requirements import FigureData
 from rlinfluence.figures.rlhf import LM_CSV
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, scan_runs
 from rlinfluence.run.checkpoint import RunDirError
+from rlinfluence.run.rundir import preset
 
 # Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
 # standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,
@@ -103,18 +113,27 @@ def write_run(
     return run_dir
 
 
+# Fidelity lead 1's standard PPO (trained on another env): one level, reached at round 4 (Highway's runs are a round
+# shorter than the main comparison's: one level at round 3).
+TRAIN_ENV_CURVES = {"frozenlake": [0, 0, 0, 0, 4], "highway": [0, 0, 0, 4]}
+
+
 def write_every_needed_run(root: Path) -> None:
+    every_runs = [o.runs for o in OUTPUTS] + [runs for _, runs in fidelity_leads.LEADS.parts if isinstance(runs, Runs)]
     needed = {
-        (o.runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
-        for o in OUTPUTS
-        for env in o.runs.envs
-        for arm in o.runs.arms
-        for seed in range(o.runs.seeds)
-        for protocol in o.runs.protocols
+        (runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
+        for runs in every_runs
+        for env in runs.envs
+        for arm in runs.arms
+        for seed in range(runs.seeds)
+        for protocol in runs.protocols
     }
     for experiment, env, tag, seed, protocol in sorted(needed):
+        lead = TRAIN_ENV_CURVES[env] if experiment == fidelity_leads.TRAIN_ENV else None
+        curve = [r + 10 * seed for r in lead] if lead else None
         # BipedalWalker's committed runs evaluate every 5th round (CPU_EVALUATION); here every 2nd of 4.
-        write_run(root, experiment, env, tag, seed, protocol=protocol, eval_every=2 if env == "bipedalwalker" else 1)
+        eval_every = 2 if env == "bipedalwalker" else 1
+        write_run(root, experiment, env, tag, seed, curve=curve, protocol=protocol, eval_every=eval_every)
 
 
 # Per round of every planted run: IIF's drops found planted records at precision 0.5 and recall 0.25, random's at
@@ -248,6 +267,7 @@ TABLES = [
     "fidelity_alignment",
     "fidelity_alignment_ours",
     "sb3_dropin",
+    "fidelity_leads",
     "corruption_detection",
     "corruption_recovery",
     "corruption_lm_tiny",
@@ -277,6 +297,8 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "corruption_advantage_sign_0.1.csv",
         "corruption_advantage_sign_0.2.csv",
         "corruption_reward_0.1.csv",
+        "eval_noise.csv",  # the fidelity leads' runs: a refresh gathers them into their experiments' CSVs
+        "fidelity_train_env.csv",
         "heuristics_advantage.csv",
         "heuristics_td_error.csv",
         "main.csv",
@@ -867,3 +889,127 @@ def test_planted_lm_table_scores_iif_drops_beside_clean_data(made):
     ]
     assert rows.loc[("clean", "IIF"), "Recall of drops"] == "—"
     assert rows.loc[("clean", "Standard PPO"), "Final test toxicity"] == "0.300 ± 0.000"  # lm_rows: 0.5 − 0.05·4
+
+
+def sections(out_dir: Path, name: str) -> dict[str, pd.DataFrame]:
+    """A written Markdown output of several tables back as {heading: table of strings}."""
+    parts = (out_dir / f"{name}.md").read_text().split("\n## ")[1:]
+    found = {}
+    for part in parts:
+        lines = [line for line in part.splitlines() if line.startswith("|")]
+        cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+        found[part.splitlines()[0].split(":")[0]] = pd.DataFrame(cells[2:], columns=cells[0])
+    return found
+
+
+LEAD_SECTIONS = ["Lead 1", "Lead 2", "Lead 3", "Also"]
+
+
+def test_fidelity_leads_score_each_lead_beside_the_runs_it_would_change(made):
+    found = sections(made[2], "fidelity_leads")
+    assert list(found) == LEAD_SECTIONS
+    lead1 = found["Lead 1"].set_index(["Env", "Arm", "Standard PPO"])
+    columns = [
+        "Rounds",
+        "Seeds",
+        "SE_ave mean ± std",
+        "SE_peak mean ± std",
+        "Unreached levels",
+        "Arm − std, mean return",
+    ]
+    trained, main = fidelity_leads.TRAIN_ENV_SOURCE, fidelity_leads.MAIN_SOURCE
+    # The other-env baseline sets one level, at round 4: IIF reaches it at round 2, random never. The main
+    # comparison's sets levels 1-4 at rounds 1-4: IIF reaches them at 1, 1, 2, 2, random at 2, 4 and never.
+    assert lead1.loc[("FrozenLake", "IIF", trained), columns].tolist() == ["0–4", "5", "50.0 ± 0.0", "50.0 ± 0.0"] + [
+        "0 / 5",
+        "3.00",
+    ]
+    assert lead1.loc[("FrozenLake", "IIF", main), columns].tolist() == ["0–4", "5", "33.3 ± 0.0", "50.0 ± 0.0"] + [
+        "0 / 20",
+        "1.50",
+    ]
+    assert lead1.loc[("FrozenLake", "Random", trained), columns].tolist() == ["0–4", "5", "0.0 ± 0.0", "0.0 ± 0.0"] + [
+        "5 / 5",
+        "0.25",
+    ]
+    assert lead1.loc[("FrozenLake", "Random", main), columns].tolist() == ["0–4", "5", "-50.0 ± 0.0", "0.0 ± 0.0"] + [
+        "10 / 20",
+        "-1.25",
+    ]
+    assert lead1.loc[("FrozenLake", "IIF", main), "Paper SE_ave"] == "34.0 ± 2.0"
+    # Highway's baseline has a round fewer: both baselines are scored over rounds 0-3, on its 2 seeds.
+    assert lead1.loc[("Highway", "IIF", trained), ["Rounds", "Seeds", "SE_ave mean ± std"]].tolist() == [
+        "0–3",
+        "2",
+        "33.3 ± 0.0",
+    ]
+    assert lead1.loc[("Highway", "IIF", main), ["Rounds", "SE_ave mean ± std"]].tolist() == ["0–3", "27.8 ± 0.0"]
+
+    lead2 = found["Lead 2"]
+    assert lead2[["Env", "Arm"]].drop_duplicates().values.tolist() == [
+        [env, arm] for env in ("MiniGrid", "LunarLander") for arm in ("IIF", "Random")
+    ]
+    for env in ("minigrid", "lunarlander"):
+        episodes = lead2.loc[lead2["Env"] == paper.ENV_TITLES[env], "Test episodes"].tolist()
+        # each arm at the committed runs' CPU evaluation, then at the preset's
+        assert episodes[:2] == [str(fidelity_leads.episodes_of(env, main)), str(preset(env).env.eval_episodes)]
+        assert episodes[0] != episodes[1]
+    iif = lead2[lead2["Arm"] == "IIF"]
+    assert iif["SE_ave mean ± std"].unique().tolist() == ["33.3 ± 0.0"]
+    assert iif["SE_ave std / paper's ±"].unique().tolist() == ["0.0"]
+    assert lead2.loc[lead2["Arm"] == "Random", "SE_ave mean ± std"].unique().tolist() == ["-50.0 ± 0.0"]
+
+    # Without clipping, the fixture's SB3 + IIF tests as its stock SB3: the variants are read apart.
+    lead3 = found["Lead 3"].set_index(["Env", "Source"])
+    assert lead3.loc[("FrozenLake", fidelity_leads.SB3_SOURCE), "SE_ave mean ± std"] == "27.8 ± 0.0"
+    assert lead3.loc[("FrozenLake", fidelity_leads.SB3_NO_CLIPPING_SOURCE), "SE_ave mean ± std"] == "0.0 ± 0.0"
+    assert lead3.loc[("LunarLander", "paper"), "SE_ave mean ± std"] == "26.0 ± 1.8"
+
+    spreads = found["Also"].set_index(["Env", "Source"])
+    # The authors' fixture IIF tests as their standard PPO: every statistic 0; ours gains 33.3 on every seed.
+    assert spreads.loc[("MiniGrid", "authors' code"), ["Per-seed SE_ave mean", "Std over seeds"]].tolist() == [
+        "0.0",
+        "0.0",
+    ]
+    ours = spreads.loc[("LunarLander", fidelity_leads.OURS_SOURCE)]
+    assert ours[["Per-seed SE_ave mean", "Standard error"]].tolist() == ["33.3", "0.0"]
+    assert ours["SE_ave of the seed-mean curves [95 % CI]"].startswith("33.3 [")
+    assert ours["Paper SE_ave"] == "26.0 ± 1.8"
+
+
+def test_fidelity_leads_without_their_runs_say_not_run_yet(made, tmp_path):
+    _, data_dir, _ = made
+    shutil.copytree(data_dir, tmp_path / "data")
+    (tmp_path / "data" / "eval_noise.csv").unlink()
+    train_env = pd.read_csv(tmp_path / "data" / "fidelity_train_env.csv")
+    kept = train_env[(train_env["env"] == "frozenlake") & (train_env["seed"] == 0)]
+    kept.to_csv(tmp_path / "data" / "fidelity_train_env.csv", index=False)
+    sb3 = pd.read_csv(tmp_path / "data" / "sb3.csv")
+    sb3[sb3["protocol"] == "sb3"].to_csv(tmp_path / "data" / "sb3.csv", index=False)
+    results = {name: status for name, status, _ in regenerate(tmp_path / "data", tmp_path / "out")}
+    assert results["fidelity_leads"] == "made"  # the references are complete; the leads' runs are still arriving
+    found = sections(tmp_path / "out", "fidelity_leads")
+    lead1 = found["Lead 1"]
+    assert set(lead1.loc[lead1["Env"] == "FrozenLake", "Seeds"]) == {"1 of 5 (partial: runs still arriving)"}
+    highway = lead1[lead1["Env"] == "Highway"]["Seeds"].tolist()
+    assert highway == [f"0: not run yet (`{fidelity_leads.HIGHWAY_TRAIN_ENV}`)"]
+    lead2 = found["Lead 2"].set_index("Env")
+    assert (
+        lead2.loc["LunarLander", "Seeds"] == "0: not run yet (`rlinfluence -m +experiment=eval_noise env=lunarlander`)"
+    )
+    assert "CPU-hours" in lead2.loc["LunarLander", "Cost"]
+    unclipped = found["Lead 3"].set_index(["Env", "Source"]).loc[("FrozenLake", fidelity_leads.SB3_NO_CLIPPING_SOURCE)]
+    assert unclipped["Seeds"].endswith("--no-grad-clipping`)") and unclipped["SE_ave mean ± std"] == "—"
+    assert "fidelity_leads" not in (tmp_path / "out" / "MISSING.md").read_text()
+
+
+def test_a_declared_variant_is_compared_within_its_protocol(tmp_path):
+    # sb3.csv's clipped and unclipped studies have settings of their own; within one variant they must agree.
+    (tmp_path / "data").mkdir()
+    write_sb3_runs(tmp_path / "data")
+    assert load_tidy(tmp_path / "data").groupby("protocol")["config_hash"].nunique().tolist() == [1, 1]
+    sb3 = pd.read_csv(tmp_path / "data" / "sb3.csv", dtype={"config_hash": str})
+    sb3.loc[(sb3["protocol"] == "sb3") & (sb3["seed"] == 0), "config_hash"] = "other1"
+    sb3.to_csv(tmp_path / "data" / "sb3.csv", index=False)
+    with pytest.raises(RunDirError, match="the runs of sb3/frozenlake/sb3 were made with different settings"):
+        load_tidy(tmp_path / "data")
