@@ -280,8 +280,8 @@ def sb3_section(output: Output[Leads], rows: pd.DataFrame) -> Section:
             table.append(row | {"Seeds": _seeds_cell(len(per_seed), runs.seeds)})
     return Section(
         "Lead 3: stock SB3 as the authors ran it",
-        "Stock SB3 + IIF against stock SB3 of the same seed (benchmarks/sb3_iif_study.py), with SB3's gradient "
-        "clipping (max_grad_norm 0.5) and without it (max_grad_norm = inf, as the authors' patched SB3): the "
+        "Stock SB3 + IIF against stock SB3 of the same seed (benchmarks/sb3_iif_study.py), with SB3's default gradient "
+        "clipping and without it (max_grad_norm = inf, as the authors' patched SB3): the "
         "unclipped study is reported beside the clipped one, not instead of it.",
         pd.DataFrame(table).fillna(MISSING_CELL),
     )
