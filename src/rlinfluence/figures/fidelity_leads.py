@@ -162,13 +162,16 @@ def train_env_section(output: Output[Leads], rows: pd.DataFrame) -> Section:
     for env in (env for env in output.runs.envs if env in {e for r in TRAIN_ENV_RUNS for e in r.envs}):
         runs = output.runs.runs_of(TRAIN_ENV_SOURCE, env)
         lead, main = _of(rows, TRAIN_ENV_SOURCE, env), _of(rows, MAIN_SOURCE, env)
-        seeds = sorted(set(lead["seed"]))
+        seeds = sorted(set(lead["seed"]) & set(main["seed"]))  # the same seeds as the committed runs
         if runs is None or not seeds:
             table.append(_not_run(env, runs or TRAIN_ENV_RUNS[0], **{"Standard PPO": TRAIN_ENV_SOURCE}))
             continue
         horizon = int(min(lead["round"].max(), main["round"].max()))
         main = main[main["seed"].isin(seeds) & (main["round"] <= horizon)]
-        baselines = ((TRAIN_ENV_SOURCE, lead[lead["round"] <= horizon]), (MAIN_SOURCE, main))
+        baselines = (
+            (TRAIN_ENV_SOURCE, lead[lead["seed"].isin(seeds) & (lead["round"] <= horizon)]),
+            (MAIN_SOURCE, main),
+        )
         for arm in FILTERS:
             arm_rows = main[main["arm"] == arm.label]
             for baseline, std in baselines:
@@ -228,7 +231,7 @@ def eval_noise_section(output: Output[Leads], rows: pd.DataFrame) -> Section:
     for env in (env for env in output.runs.envs if env in EVAL_NOISE_RUNS.envs):
         runs = output.runs.runs_of(EVAL_NOISE_SOURCE, env) or EVAL_NOISE_RUNS
         lead, main = _of(rows, EVAL_NOISE_SOURCE, env), _of(rows, MAIN_SOURCE, env)
-        seeds = sorted(set(lead["seed"]))
+        seeds = sorted(set(lead["seed"]) & set(main["seed"]))  # the same seeds as the committed runs
         if not seeds:
             table.append(
                 _not_run(env, runs, **{"Test episodes": str(episodes_of(env, EVAL_NOISE_SOURCE))})
@@ -237,7 +240,8 @@ def eval_noise_section(output: Output[Leads], rows: pd.DataFrame) -> Section:
             continue
         reported = paper.FIG6B[env]["SE_ave"]
         for arm in FILTERS:
-            for source, source_rows in ((MAIN_SOURCE, main[main["seed"].isin(seeds)]), (EVAL_NOISE_SOURCE, lead)):
+            for source, of_source in ((MAIN_SOURCE, main), (EVAL_NOISE_SOURCE, lead)):
+                source_rows = of_source[of_source["seed"].isin(seeds)]
                 per_seed = se_per_seed(source_rows, arm.label, CLEAN, None)
                 spread = per_seed["SE_ave"].std()
                 table.append(
