@@ -420,8 +420,7 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
         (["task=replay"], "task=replay needs replay.run=<experiment>/<env>/<optimizer>/<leaf>/seed<k>"),
         (
             ["task=replay", "replay.run=main/nosuch/*"],
-            "replay.run=main/nosuch/* matches no committed run of "
-            "figures.data_dir=paper_figures/data (runs are named like ",
+            "replay.run=main/nosuch/* matches no committed run of figures.data_dir=paper_figures/data (the nearest: ",
         ),
         (
             ["task=replay", "replay.run=main/frozenlake/sgd/iif-p50/seed0", "replay.rounds=-1"],

@@ -15,6 +15,7 @@ written with. Timings are not compared. What a replay can promise: paper_figures
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import sys
@@ -142,10 +143,10 @@ def matching_runs(cfg: DictConfig, tidy: pd.DataFrame) -> pd.DataFrame:
     runs = committed_runs(tidy)
     matched = runs[[fnmatch.fnmatchcase(path, cfg.replay.run) for path in runs["path"]]]
     if matched.empty:
-        examples = ", ".join(runs["path"].head(3))
+        nearest = ", ".join(difflib.get_close_matches(cfg.replay.run, runs["path"].tolist(), n=3, cutoff=0))
         raise ConfigError(
             f"replay.run={cfg.replay.run} matches no committed run of figures.data_dir="
-            f"{cfg.figures.data_dir} (runs are named like {examples})"
+            f"{cfg.figures.data_dir} (the nearest: {nearest})"
         )
     return matched
 
