@@ -60,7 +60,7 @@ def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
     assert stop.value.code == 1
 
 
-# Committed runs today's code does not reproduce (paper_figures/README.md, "Determinism, and what replays today":
+# Committed runs today's code does not reproduce (docs/reproduction.md, "Determinism, and what replays today":
 # made by an unrecorded earlier code state); every other committed run must replay.
 NOT_REPLAYING = ("main/bipedalwalker/*", "adam/minigrid/*", "adam_preconditioner/minigrid/*")
 

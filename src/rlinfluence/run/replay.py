@@ -9,7 +9,7 @@ settings are those of the experiment overlay's sweep job (conf/experiment/) whos
 replay trains that job's config into a temporary runs_root up to round replay.rounds (logger off) and
 compares env_steps, n_records, n_kept and test_return round by round: bit for bit, or for rows committed
 before the tidy CSVs kept full precision (no code_commit), at the 10 significant digits they were
-written with. Timings are not compared. What a replay can promise: paper_figures/README.md
+written with. Timings are not compared. What a replay can promise: docs/reproduction.md
 ("Determinism").
 """
 
