@@ -157,3 +157,37 @@ def test_help_says_analyses_write_into_their_run_dir():
 def test_the_readme_says_how_long_the_test_suite_takes():
     tests = README.split("Install and run the tests")[1].split("\n## ")[0]
     assert re.search(r"\d+ min", tests), tests
+
+
+# ----------------------------------------------------------------------------- what a reader sees first
+
+
+def test_the_citation_file_is_valid_cff_and_cites_the_paper():
+    from cffconvert import Citation
+
+    citation = Citation((REPO_ROOT / "CITATION.cff").read_text())
+    citation.validate()  # jsonschema against the CFF 1.2.0 schema; raises on the first violation
+    [paper] = citation.cffobj["references"]
+    assert "A Snapshot of Influence" in paper["title"] and "10.48550/arXiv.2505.19281" in str(paper["identifiers"])
+    assert (REPO_ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+@pytest.mark.parametrize("markdown", ["README.md", "paper_figures/README.md"])
+def test_every_image_the_readmes_embed_is_committed(markdown):
+    path = REPO_ROOT / markdown
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", path.read_text())
+    assert images and all((path.parent / image).is_file() for image in images), images
+
+
+def test_the_readmes_results_at_a_glance_quote_the_committed_tables():
+    glance = README.split("## Results at a glance")[1].split("\n## ")[0]
+    three_way = (REPO_ROOT / "paper_figures" / "fidelity_three_way.md").read_text()
+    aggregates = (REPO_ROOT / "paper_figures" / "aggregates_improvement.md").read_text()
+    rows = re.findall(r"^\| (MiniGrid|LunarLander) \((\d+–\d+)\) \| (.+) \| (.+) \| (.+) \|$", glance, re.M)
+    assert len(rows) == 2, glance
+    for env, rounds, paper, authors, ours in rows:
+        assert f"| {env} | paper | — | 5 | {paper} |" in three_way
+        assert f"| {env} | authors' code | {rounds} | 5 | {authors} |" in three_way
+        assert f"| {env} | ours, clean protocol | {rounds} | 5 | {ours} |" in three_way
+    assert "| All envs (mean) | 5 | 0.70 [0.57, 0.83] | 0.23 [0.12, 0.37] |" in aggregates
+    assert "**0.70**\n[0.57, 0.83]" in glance and "0.23 [0.12, 0.37]" in glance
