@@ -539,8 +539,9 @@ def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == exit_code
-    [line] = stderr.strip().splitlines()
+    started, line = stderr.strip().splitlines()  # the run dir named as it starts (issue 43), then the stop
     rounds = rounds_in(path)
+    assert started == f"rlinfluence: training {path} (env.rounds=100)"
     assert line == f"rlinfluence: interrupted in round {len(rounds)} of 100; rerun the same command to resume"
     assert not list(path.rglob("*.tmp")) and not (path / "DONE").exists()
     assert json.loads((path / "summary.json").read_text())["rounds_completed"] == rounds[-1]
