@@ -11,6 +11,7 @@ authors' constructor (Kinematics, DiscreteMetaAction, vehicles_count given by --
 seed list so every round is tested on the same scenes. Round k's test is theta^k (k completed updates).
 
     OMP_NUM_THREADS=1 python benchmarks/highway_release_probe.py --seed 0 --rounds 20 --out r.csv
+    python benchmarks/highway_release_probe.py --rounds 1 --n-steps 64 --eval-episodes 1 --out r.csv   # smoke
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--eval-episodes", type=int, default=20)
+    ap.add_argument("--n-steps", type=int, default=2048, help="records a round (the paper's 2,048)")
     ap.add_argument("--out", required=True, help="CSV, one row per tested round, appended as it goes")
     args = ap.parse_args()
 
@@ -80,7 +82,7 @@ def main() -> None:
     model = PPO(
         "MlpPolicy",
         train_env,
-        n_steps=2048,
+        n_steps=args.n_steps,
         batch_size=64,
         n_epochs=10,
         learning_rate=5e-3,
@@ -134,7 +136,7 @@ def main() -> None:
                 fh.flush()
                 print(row, flush=True, file=sys.stderr)
             if k < args.rounds:
-                model.learn(total_timesteps=2048, reset_num_timesteps=False)
+                model.learn(total_timesteps=args.n_steps, reset_num_timesteps=False)
 
 
 if __name__ == "__main__":

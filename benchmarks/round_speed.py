@@ -1,6 +1,7 @@
 """Round speed of our PPO and IIF against stock stable-baselines3 PPO, in one process.
 
     python benchmarks/round_speed.py [--rounds 5] [--envs lunarlander frozenlake]
+    python benchmarks/round_speed.py --rounds 1 --envs frozenlake --n-steps 64 --eval-episodes 2   # smoke: seconds
 
 Same hyperparameters on both sides (the env's paper settings: 2,048 records, batch 64, 10 epochs,
 SGD at the env's lr, max_grad_norm 0.5 as SB3's default, one env, one torch thread). Prints, per env,
@@ -32,9 +33,17 @@ def compose_config(overrides: list[str]):
 class OurRound:
     """One of our rounds (collect + influence + select + update; no evaluation) per call."""
 
-    def __init__(self, env: str, method: str):
+    def __init__(self, env: str, method: str, n_steps: int):
+        # No round evaluates (eval.every beyond any --rounds): the benchmark times one evaluation on its own.
         cfg = compose_config(
-            [f"env={env}", f"method={method}", "ppo.max_grad_norm=0.5", "eval.episodes=0", "logger=disabled"]
+            [
+                f"env={env}",
+                f"method={method}",
+                f"env.n_steps={n_steps}",
+                "ppo.max_grad_norm=0.5",
+                "eval.every=1000000",
+                "logger=disabled",
+            ]
         )
         self.trainer, self.k = Trainer(cfg), 0
 
@@ -50,7 +59,7 @@ class OurRound:
 class SB3Round:
     """One stock stable-baselines3 PPO rollout + update per call, on the same hyperparameters."""
 
-    def __init__(self, env: str):
+    def __init__(self, env: str, n_steps: int):
         from stable_baselines3 import PPO
 
         cfg = compose_config([f"env={env}"])
@@ -59,7 +68,7 @@ class SB3Round:
         self.model = PPO(
             "MlpPolicy",
             sb3_env,
-            n_steps=2048,
+            n_steps=n_steps,
             batch_size=64,
             n_epochs=10,
             learning_rate=cfg.env.lr.sgd,
@@ -68,10 +77,11 @@ class SB3Round:
             seed=0,
             verbose=0,
         )
+        self.n_steps = n_steps
 
     def __call__(self) -> dict[str, float]:
         start = time.perf_counter()
-        self.model.learn(total_timesteps=2048, reset_num_timesteps=False)
+        self.model.learn(total_timesteps=self.n_steps, reset_num_timesteps=False)
         return {"total": time.perf_counter() - start}
 
 
@@ -105,20 +115,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--envs", nargs="+", default=["lunarlander", "frozenlake"])
     parser.add_argument("--eval-episodes", type=int, default=1000)
+    parser.add_argument("--n-steps", type=int, default=2048, help="records a round (the paper's 2,048)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
     for env in args.envs:
         times = interleaved(
-            {"sb3": SB3Round(env), "ppo": OurRound(env, "ppo"), "iif": OurRound(env, "iif")}, args.rounds
+            {
+                "sb3": SB3Round(env, args.n_steps),
+                "ppo": OurRound(env, "ppo", args.n_steps),
+                "iif": OurRound(env, "iif", args.n_steps),
+            },
+            args.rounds,
         )
         sb3, ppo, iif = median(times["sb3"]), median(times["ppo"]), median(times["iif"])
         influence = median(times["iif"], "influence")
         eval_time, eval_return = evaluation_seconds(env, args.eval_episodes)
-        print(f"\n[{env}] 2048 records/round, median of {args.rounds} interleaved rounds")
-        print(f"  SB3 PPO    {sb3:6.3f} s/round  {2048 / sb3:7.0f} steps/s")
-        print(f"  our PPO    {ppo:6.3f} s/round  {2048 / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
-        print(f"  our IIF    {iif:6.3f} s/round  {2048 / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
+        n = args.n_steps
+        print(f"\n[{env}] {n} records/round, median of {args.rounds} interleaved rounds")
+        print(f"  SB3 PPO    {sb3:6.3f} s/round  {n / sb3:7.0f} steps/s")
+        print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
+        print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
         print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
         print(
             f"  evaluation {eval_time:6.2f} s for {args.eval_episodes} episodes (initial policy, "

@@ -1,6 +1,7 @@
 """Stock stable-baselines3 PPO against the same PPO with IIF dropped in (rlinfluence.sb3), in one process.
 
     python benchmarks/sb3_iif_speed.py [--rounds 5] [--envs FrozenLake CartPole-v1]
+    python benchmarks/sb3_iif_speed.py --rounds 1 --envs FrozenLake --n-steps 64   # smoke: seconds
 
 Both sides: SB3's PPO on the paper's FrozenLake settings (2,048 records a round, batch 64, 10 epochs,
 SGD 5e-3, one env, one torch thread), the same seed. Rounds alternate between the two models so that
@@ -26,15 +27,14 @@ ENVS = {
     "FrozenLake": lambda: gym.make("FrozenLake-v1", map_name="4x4", is_slippery=False),
     "CartPole-v1": lambda: gym.make("CartPole-v1"),
 }
-N_STEPS = 2048
 
 
-def make_ppo(env: str, iif: bool) -> PPO:
+def make_ppo(env: str, iif: bool, n_steps: int) -> PPO:
     buffer = {"rollout_buffer_class": IIFRolloutBuffer} if iif else {}
     return PPO(
         "MlpPolicy",
         ENVS[env](),
-        n_steps=N_STEPS,
+        n_steps=n_steps,
         batch_size=64,
         n_epochs=10,
         learning_rate=5e-3,
@@ -46,7 +46,7 @@ def make_ppo(env: str, iif: bool) -> PPO:
 
 def timed_round(model: PPO, callback: InfluenceFilter | None) -> float:
     start = time.perf_counter()
-    model.learn(N_STEPS, callback=callback, reset_num_timesteps=False)
+    model.learn(model.n_steps, callback=callback, reset_num_timesteps=False)
     return time.perf_counter() - start
 
 
@@ -54,14 +54,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS))
+    parser.add_argument("--n-steps", type=int, default=2048, help="records a round (the paper's 2,048)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for env in args.envs:
         # arm -> (model, callback): stock PPO, scoring alone (mode none: the full update), IIF at p = 50
         arms = {
-            "stock SB3 PPO": (make_ppo(env, iif=False), None),
-            "SB3 + attribution only": (make_ppo(env, iif=True), InfluenceFilter(mode="none")),
-            "SB3 + IIF": (make_ppo(env, iif=True), InfluenceFilter(mode="iif", p=50)),
+            "stock SB3 PPO": (make_ppo(env, False, args.n_steps), None),
+            "SB3 + attribution only": (make_ppo(env, True, args.n_steps), InfluenceFilter(mode="none")),
+            "SB3 + IIF": (make_ppo(env, True, args.n_steps), InfluenceFilter(mode="iif", p=50)),
         }
         for model, callback in arms.values():
             timed_round(model, callback)  # warm-up: first-call costs on every side

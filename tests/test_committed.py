@@ -5,6 +5,7 @@ analyses live with their run, and a figure draws only the analysis its command m
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -24,7 +25,8 @@ from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
 from rlinfluence.figures.requirements import FigureData
-from rlinfluence.figures.runs import read_tidy_csv
+from rlinfluence.figures.runs import RUN_KEY, read_tidy_csv, tidy_csv_writes
+from rlinfluence.run.provenance import PROVENANCE_COLUMNS
 
 COMMITTED = REPO_ROOT / "paper_figures"
 PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episodes=10", "seed=0", "method=iif"]
@@ -178,4 +180,56 @@ def test_a_figure_never_draws_from_an_analysis_made_with_other_settings(timeline
         "analyses/timeline/acrobot: needs 1 seeds, has 0; not drawn, made with other settings "
         "than its command: acrobot-seed0.csv: analysis.timeline.neighbours=5, this has "
         "analysis.timeline.neighbours=20 ("
+    )
+
+
+# ----------------------------------------------------------------------------- issue 43: provenance backfilled
+
+BACKFILLED = ["adam", "adam_preconditioner", "heuristics_advantage", "heuristics_td_error", "main", "p_ablation"]
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def as_text(csv_text: str) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(csv_text), dtype=str, keep_default_na=False)
+
+
+@pytest.mark.parametrize("name", BACKFILLED)
+def test_the_commit_that_added_the_provenance_columns_changed_no_value(name):
+    path = f"paper_figures/data/{name}.csv"
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the commit that added the columns cannot be read")
+    added = git("log", "--format=%H", "-S", "code_commit", "--", path).split()
+    if not added:
+        pytest.skip("a shallow clone: the commit that added the columns is not in it")
+    before, after = (as_text(git("show", f"{commit}:{path}")) for commit in (f"{added[-1]}^", added[-1]))
+    assert "code_commit" not in before and list(after) == list(before) + PROVENANCE_COLUMNS
+    merged = before.merge(after, on=RUN_KEY + ["round"], how="outer", suffixes=("_before", ""), indicator=True)
+    assert (merged["_merge"] == "both").all() and len(merged) == len(before) == len(after)
+    for column in set(before) - set(RUN_KEY + ["round"]):
+        assert (merged[f"{column}_before"] == merged[column]).all(), column
+    assert (merged[PROVENANCE_COLUMNS] == "").all().all()  # unknown: blank
+
+
+def test_a_refresh_that_replaces_one_run_rewrites_only_that_runs_lines(tmp_path):
+    """A rerun of one committed run with its settings (other timings, and the provenance a run now records),
+    as tidy_from_runs reads it, merged into main.csv: only its own lines change."""
+    path = COMMITTED / "data" / "main.csv"
+    committed = read_tidy_csv(path)
+    run = committed[(committed[RUN_KEY] == committed[RUN_KEY].iloc[0]).all(axis=1)]
+    rerun = run.assign(
+        time_update=run["time_update"] * 2,
+        code_commit="0" * 40,
+        code_dirty="False",
+        versions="torch==2.13.0+cpu",
+        run_dir=str(tmp_path / "rerun"),
+    )
+    written = tidy_csv_writes(rerun, tmp_path, COMMITTED / "data", set()).files[path].decode().splitlines()
+    lines = path.read_text().splitlines()
+    changed = [i for i, (was, now) in enumerate(zip(lines, written)) if was != now]
+    assert len(written) == len(lines) and len(changed) == len(run) == 51
+    assert all(
+        written[i].endswith(",0000000000000000000000000000000000000000,False,torch==2.13.0+cpu") for i in changed
     )

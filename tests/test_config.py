@@ -22,6 +22,7 @@ GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher", "model"]
 REQUIRED_EXTRAS = {
     ("target", "action"): [f"target.state=[{','.join(['1'] + ['0'] * 15)}]", "target.action=[0]"],
     ("method", "advantage"): ["method.variant=h1"],
+    ("env", "gym"): ["env.id=CartPole-v1"],  # no default id (issue 43)
 }
 # Options of the language-model path, composed with the offline LM env.
 LM_OPTIONS = {("target", "seq"), ("model", "tiny"), ("model", "gpt_neo_125m"), ("model", "gpt_neo_2p7b")}

@@ -195,6 +195,17 @@ def test_real_env_without_its_model_is_refused_in_one_line_naming_it(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_progress_false_shows_no_library_bar_only_the_runs_lines(tmp_path):
+    """transformers' "Loading weights" and "Writing model shards" bars, the tokenizer trainer's blank lines."""
+    overrides = [*LM_TINY, "env.rounds=1", f"runs_root={tmp_path}"]  # LM_TINY has progress=false
+    result = subprocess.run(
+        [sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    lines = (result.stdout + result.stderr).splitlines()
+    assert lines and all(line.startswith("rlinfluence: ") for line in lines), lines
+
+
 @pytest.mark.parametrize(
     "overrides,key",
     [

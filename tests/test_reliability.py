@@ -421,8 +421,7 @@ def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, ove
         (["task=replay"], "task=replay needs replay.run=<experiment>/<env>/<optimizer>/<leaf>/seed<k>"),
         (
             ["task=replay", "replay.run=main/nosuch/*"],
-            "replay.run=main/nosuch/* matches no committed run of "
-            "figures.data_dir=paper_figures/data (runs are named like ",
+            "replay.run=main/nosuch/* matches no committed run of figures.data_dir=paper_figures/data (the nearest: ",
         ),
         (
             ["task=replay", "replay.run=main/frozenlake/sgd/iif-p50/seed0", "replay.rounds=-1"],
@@ -541,8 +540,9 @@ def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == exit_code
-    [line] = stderr.strip().splitlines()
+    started, line = stderr.strip().splitlines()  # the run dir named as it starts (issue 43), then the stop
     rounds = rounds_in(path)
+    assert started == f"rlinfluence: training {path} (env.rounds=100)"
     assert line == f"rlinfluence: interrupted in round {len(rounds)} of 100; rerun the same command to resume"
     assert not list(path.rglob("*.tmp")) and not (path / "DONE").exists()
     assert json.loads((path / "summary.json").read_text())["rounds_completed"] == rounds[-1]

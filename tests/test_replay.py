@@ -17,7 +17,7 @@ from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
 from rlinfluence.run.loop import Resume, train
-from rlinfluence.run.provenance import PROVENANCE_COLUMNS, code_version
+from rlinfluence.run.provenance import code_version
 from rlinfluence.run.replay import NOT_OURS, committed_runs, overrides_of, replay_runs
 from rlinfluence.run.rundir import composing, create_run_dir, run_dir, write_identity
 
@@ -60,7 +60,7 @@ def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
     assert stop.value.code == 1
 
 
-# Committed runs today's code does not reproduce (paper_figures/README.md, "Determinism, and what replays today":
+# Committed runs today's code does not reproduce (docs/reproduction.md, "Determinism, and what replays today":
 # made by an unrecorded earlier code state); every other committed run must replay.
 NOT_REPLAYING = ("main/bipedalwalker/*", "adam/minigrid/*", "adam_preconditioner/minigrid/*")
 
@@ -87,10 +87,8 @@ def test_every_committed_run_replays(data):
 
 
 def test_every_committed_csv_is_rewritten_byte_identically_at_full_precision():
-    for path in sorted(DATA.glob("*.csv")):
-        tidy = read_tidy_csv(path)
-        missing = [column for column in PROVENANCE_COLUMNS if tidy[column].isna().all()]
-        assert tidy_csv_bytes(tidy.drop(columns=missing)) == path.read_bytes(), path
+    for path in sorted(DATA.glob("*.csv")):  # every one has the provenance columns (blank where unknown)
+        assert tidy_csv_bytes(read_tidy_csv(path)) == path.read_bytes(), path
 
 
 def test_floats_are_written_to_round_trip():

@@ -3,6 +3,8 @@ against an explicit per-record autograd reference; the drop set; the minibatches
 
 from __future__ import annotations
 
+import importlib.util
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -235,10 +237,19 @@ def test_what_the_dropin_cannot_score_is_refused_before_the_first_rollout():
     multi_discrete = make_vec_env(cartpole_with_multi_discrete_actions, n_envs=1)
     with pytest.raises(ValueError, match=r"action space MultiDiscrete\(\[2\]\) is not supported by rlinfluence.sb3"):
         PPO("MlpPolicy", multi_discrete, rollout_buffer_class=IIFRolloutBuffer)
-    a2c = A2C("MlpPolicy", make_vec_env("CartPole-v1", n_envs=1), n_steps=8)
-    with pytest.raises(TypeError, match="needs stable_baselines3.PPO .*not stable_baselines3.A2C .*sb3-contrib"):
-        a2c.learn(8, callback=InfluenceFilter(mode="none"))
-    assert a2c.num_timesteps == 0  # refused before any rollout
+    cartpole = make_vec_env("CartPole-v1", n_envs=1)
+    others = [("stable_baselines3.A2C", A2C("MlpPolicy", cartpole, n_steps=8))]
+    if importlib.util.find_spec("sb3_contrib"):  # the bench extra's
+        from sb3_contrib import MaskablePPO, RecurrentPPO
+
+        others += [
+            ("sb3_contrib.RecurrentPPO", RecurrentPPO("MlpLstmPolicy", cartpole, n_steps=8)),
+            ("sb3_contrib.MaskablePPO", MaskablePPO("MlpPolicy", cartpole, n_steps=8)),
+        ]
+    for name, algorithm in others:
+        with pytest.raises(TypeError, match=f"needs stable_baselines3.PPO .*not {name} .*sb3-contrib"):
+            algorithm.learn(8, callback=InfluenceFilter(mode="none"))
+        assert algorithm.num_timesteps == 0  # refused before any rollout
 
 
 def test_minibatches_never_hold_a_dropped_record():

@@ -1,3 +1,3 @@
-from rlinfluence.cli import main
+from rlinfluence.console import main
 
 main()

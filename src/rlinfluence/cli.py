@@ -15,7 +15,6 @@ import contextlib
 import io
 import logging
 import os
-import signal
 import sys
 import warnings
 from collections import Counter
@@ -55,10 +54,12 @@ def refuse(message: str) -> None:
 
 
 def quiet_libraries() -> None:
-    """Library notices meant for developers (transformers' FutureWarnings, matplotlib's note on
-    categorical units) are not shown, unless the user asks for warnings (python -W, PYTHONWARNINGS)."""
+    """Library notices meant for developers (transformers' FutureWarnings, gymnasium's ANSI-coloured
+    warnings, matplotlib's note on categorical units) are not shown, unless the user asks for warnings
+    (python -W, PYTHONWARNINGS). What a user must act on, an out-of-date env id, validation says in one line."""
     if not sys.warnoptions:
         warnings.simplefilter("ignore", FutureWarning)
+        warnings.filterwarnings("ignore", module=r"gymnasium(\.|$)")
     logging.getLogger("matplotlib.category").setLevel(logging.WARNING)
 
 
@@ -179,9 +180,6 @@ def main() -> None:
         if traceback_wanted:
             raise
         refuse(f"config error: {one_line(error)}")
-    except KeyboardInterrupt:  # Ctrl-C outside a training run (composing, figures, an analysis' rounds)
-        print("rlinfluence: interrupted", file=sys.stderr)
-        raise SystemExit(128 + signal.SIGINT) from None
-    finally:
+    finally:  # a Ctrl-C ends in console.main, after this line
         if jobs:
             print(f"rlinfluence: {sweep_summary(jobs)}", file=sys.stderr)

@@ -160,10 +160,12 @@ def analyse_rounds(
     variant: str = "",
     encode: Callable[[pd.DataFrame], bytes] = csv_bytes,
     suffix: str = ".csv",
+    report: Callable[[pd.DataFrame], list[str]] = lambda rows: [],
 ) -> pd.DataFrame:
-    """Train the standard run if needed, then `analyse_round` each round from its snapshots; writes the
-    rows (write_rows: `encode`d to `suffix`, a CSV unless they hold what a CSV cannot) and prints the
-    analysis' wall time (the standard run's training not counted)."""
+    """Train the standard run if needed, then `analyse_round` each round from its snapshots; prints the
+    analysis' wall time (the standard run's training not counted) and the lines `report` makes of the rows,
+    then writes the rows (write_rows: `encode`d to `suffix`, a CSV unless they hold what a CSV cannot) and
+    says where, last."""
     run_cfg = standard_run_config(cfg)
     run_dir = ensure_standard_run(run_cfg)
     started = time.perf_counter()
@@ -179,9 +181,11 @@ def analyse_rounds(
     finally:
         trainer.close()
     table = pd.concat(parts, ignore_index=True)
-    write_rows(cfg, run_dir, analysis, table, variant, encode, suffix)
     print(
         f"rlinfluence: {analysis} {cfg.env.name} seed {cfg.seed}: {time.perf_counter() - started:.0f} s for "
         f"{len(rounds)} round(s)"
     )
+    for line in report(table):
+        print(f"rlinfluence: {line}")
+    write_rows(cfg, run_dir, analysis, table, variant, encode, suffix)
     return table

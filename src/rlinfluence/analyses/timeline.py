@@ -254,11 +254,20 @@ def timeline(cfg: DictConfig) -> pd.DataFrame:
     if action is None:
         action = most_probable_action(final, torch.tensor(state, dtype=torch.float32).unsqueeze(0))
     target = ActionTarget.of(state, [action])
-    rows = analyse_rounds(cfg, "timeline", rounds, partial(timeline_round, target=target, final=final))
+    return analyse_rounds(
+        cfg,
+        "timeline",
+        rounds,
+        partial(timeline_round, target=target, final=final),
+        report=partial(phase_lines, n_phases=settings.phases),
+    )
+
+
+def phase_lines(rows: pd.DataFrame, n_phases: int) -> list[str]:
+    """One line per phase of the timeline: its rounds, mean π(a*|s*) and roughness."""
     series = round_series(rows)
-    for phase, group in series.groupby(series["round"].map(phases(rows, settings.phases))):
-        print(
-            f"rlinfluence: phase {phase}: rounds {group['round'].min()}-{group['round'].max()}, "
-            f"π(a*|s*) {group['pi_target'].mean():.3f}, roughness {group['roughness'].mean():.4f}"
-        )
-    return rows
+    return [
+        f"phase {phase}: rounds {group['round'].min()}-{group['round'].max()}, "
+        f"π(a*|s*) {group['pi_target'].mean():.3f}, roughness {group['roughness'].mean():.4f}"
+        for phase, group in series.groupby(series["round"].map(phases(rows, n_phases)))
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -57,17 +58,30 @@ def warn(message: str) -> None:
 
 def check_writable(key: str, path: str | Path) -> None:
     """`path` (a directory, made if missing) can be written: its nearest existing ancestor must be a
-    writable directory. Checked before a command writes anything, so it never fails half way."""
+    directory in which a directory can be made. Checked before a command writes anything, so it never fails
+    half way. The probe makes one and removes it: permission bits miss what root cannot write either
+    (/proc, /sys, a read-only mount)."""
     existing = Path(path).absolute()
     while not existing.exists():
         existing = existing.parent
     _require(existing.is_dir(), f"{key}={path} is not writable: {existing} is not a directory")
     _require(os.access(existing, os.W_OK | os.X_OK), f"{key}={path} is not writable: {existing} is read-only")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rlinfluence-probe-", dir=existing))
+    except OSError as error:
+        raise ConfigError(
+            f"{key}={path} is not writable: {existing} refuses a new directory ({error.strerror})"
+        ) from None
 
 
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError (one line) on the first value that cannot be run."""
     require_one_of("task", cfg.task, task_names())
+    _require(
+        not OmegaConf.is_missing(cfg.env, "id"),
+        f"env={cfg.env.name} needs env.id=<a registered Gymnasium id>, e.g. env.id=CartPole-v1 or "
+        "env.id=MountainCar-v0 (a third-party env as module:Id)",
+    )
     require_one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
     method = SELECTION_METHODS[cfg.method.name]
     method.check_config(cfg)
@@ -202,11 +216,24 @@ def action_kind(space: gym.Space) -> str:
     return {gym.spaces.Discrete: "discrete", gym.spaces.Box: "continuous"}.get(type(space), type(space).__name__)
 
 
+def newest_version(env_id: str) -> str:
+    """The registered id of the newest version of `env_id`'s env (`Taxi-v3` -> `Taxi-v4`), module kept."""
+    module, colon, bare = env_id.rpartition(":")
+    namespace, name, _ = gym.envs.registration.parse_env_id(bare)
+    newest = gym.envs.registration.find_highest_version(namespace, name)
+    return f"{module}{colon}{gym.envs.registration.get_env_id(namespace, name, newest)}"
+
+
 def env_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """The observation and action spaces of env.id made with env.make_kwargs and env.wrappers (built, not
     stepped; envs.make.built_spaces). ConfigError when it cannot be made as configured."""
     try:
         return built_spaces(env_cfg, list(env_cfg.wrappers))
+    except gym.error.DeprecatedEnv:
+        raise ConfigError(
+            f"env.id={env_cfg.id} is an out-of-date version that gymnasium no longer makes; use "
+            f"env.id={newest_version(env_cfg.id)}"
+        ) from None
     except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
         raise ConfigError(
             f"env.id={env_cfg.id} is not a gymnasium env this machine can make "

@@ -56,7 +56,7 @@ from rlinfluence.figures.tables import (
 from rlinfluence.run.rundir import CLEAN, PAPER
 
 # The main comparison's envs but Highway and BipedalWalker, whose evaluation cadence the table was made to
-# choose (paper_figures/README.md, "Evaluation cadence").
+# choose (docs/reproduction.md, "Evaluation cadence").
 CADENCE_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander")
 # Each part of the authors' collection alone (rundir.PROTOCOL_SWITCHES names). FrozenLake always
 # starts in the same state, so repeating the seeded starts alone changes nothing there.

@@ -18,7 +18,7 @@ from rlinfluence.figures.requirements import FigureData, RestrictableByEnvs
 from rlinfluence.run.rundir import CLEAN
 
 # The committed runs' evaluation where it is cheaper than the paper's (env.eval_episodes every round), the same
-# for every arm and seed of an env (paper_figures/README.md, "Evaluation episodes", "Evaluation cadence").
+# for every arm and seed of an env (docs/reproduction.md, "Evaluation episodes", "Evaluation cadence").
 CPU_EVALUATION = {
     "acrobot": "eval.episodes=100",
     "minigrid": "eval.episodes=100",

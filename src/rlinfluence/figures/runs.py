@@ -294,13 +294,12 @@ def load_tidy(data_dir: str | Path) -> pd.DataFrame:
 def fresh_runs(runs_root: str | Path, experiments: set[str]) -> pd.DataFrame:
     """The tidy rows of the finished control runs under `runs_root` of the given `experiments` (those some
     figure reads). Runs of other experiments (e.g. a quick look under experiment_name=default) are logged
-    and left out of the committed data."""
-    fresh = tidy_from_runs(runs_root)
-    for experiment in sorted(set(fresh["experiment"]) - experiments):
+    and left out of the committed data, unread: two of them sharing a run key block nothing."""
+    for experiment in sorted(set(run_experiments(runs_root)) - experiments):
         log.warning(
             "not adding the runs of experiment %r to the committed data: no figure or table reads it", experiment
         )
-    return fresh[fresh["experiment"].isin(experiments)]
+    return tidy_from_runs(runs_root, experiments)
 
 
 def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:

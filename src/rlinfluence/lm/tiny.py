@@ -146,7 +146,10 @@ def _build(assets: TinyAssets, cfg) -> None:
     bpe.train_from_iterator(
         texts,
         trainers.BpeTrainer(
-            vocab_size=cfg.vocab_size, special_tokens=[EOS, PAD], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            vocab_size=cfg.vocab_size,
+            special_tokens=[EOS, PAD],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,  # its bar is blank lines on a stdout that is not a terminal; the build takes seconds
         ),
     )
     tokenizer = PreTrainedTokenizerFast(

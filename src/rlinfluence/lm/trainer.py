@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import transformers
 from omegaconf import DictConfig
 
 from rlinfluence.config.choices import ConfigError
@@ -85,6 +86,8 @@ class LMTrainer:
                 hub.require(f"env.lm.{key}", lm[key], kind)
 
     def __init__(self, cfg: DictConfig):
+        if not cfg.progress:  # transformers' and the Hub's own bars (loading and writing weights) too
+            transformers.utils.logging.disable_progress_bar()
         self.cfg, self.lm_cfg, self.device = cfg, cfg.env.lm, cfg.device
         self.streams = spawn_streams(cfg.seed)
         self.tokenizer = load_tokenizer(cfg.model)

@@ -1,6 +1,7 @@
 """A training run's lifecycle, for the CLI and for the analyses that train their standard run: check the
 run dir (made with other settings? finished? what does it resume from?), create it, record the
-invocation, train, and say which run dir and final test return, in one line, either way."""
+invocation, train, and say which run dir, as it starts (logger=disabled prints nothing else until the end), and
+which final test return, in one line, either way."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
     rundir.write_identity(run_dir, cfg)
     record_invocation(cfg, run_dir)
     announce_env_optimizer(cfg)
+    if resume.checkpoint is None:  # a resume names its run dir as it loads the checkpoint (run/loop.py)
+        print(f"rlinfluence: training {run_dir} (env.rounds={cfg.env.rounds})", file=sys.stderr)
     summary = train(cfg, run_dir, resume)
     print(
         f"rlinfluence: trained {run_dir} (env.rounds={summary['rounds']}), final test return "

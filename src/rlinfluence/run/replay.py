@@ -9,12 +9,13 @@ settings are those of the experiment overlay's sweep job (conf/experiment/) whos
 replay trains that job's config into a temporary runs_root up to round replay.rounds (logger off) and
 compares env_steps, n_records, n_kept and test_return round by round: bit for bit, or for rows committed
 before the tidy CSVs kept full precision (no code_commit), at the 10 significant digits they were
-written with. Timings are not compared. What a replay can promise: paper_figures/README.md
+written with. Timings are not compared. What a replay can promise: docs/reproduction.md
 ("Determinism").
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import sys
@@ -142,10 +143,10 @@ def matching_runs(cfg: DictConfig, tidy: pd.DataFrame) -> pd.DataFrame:
     runs = committed_runs(tidy)
     matched = runs[[fnmatch.fnmatchcase(path, cfg.replay.run) for path in runs["path"]]]
     if matched.empty:
-        examples = ", ".join(runs["path"].head(3))
+        nearest = ", ".join(difflib.get_close_matches(cfg.replay.run, runs["path"].tolist(), n=3, cutoff=0))
         raise ConfigError(
             f"replay.run={cfg.replay.run} matches no committed run of figures.data_dir="
-            f"{cfg.figures.data_dir} (runs are named like {examples})"
+            f"{cfg.figures.data_dir} (the nearest: {nearest})"
         )
     return matched
 
