@@ -85,6 +85,12 @@ EXPECTED = {
     "eval_noise": runs(["minigrid", "lunarlander"], ["ppo", "iif-p{p}", "random-p{p}"], 5),
     # The hash is of env.train_make_kwargs.is_slippery, the one setting off the env's defaults.
     "fidelity_train_env": runs(["frozenlake"], [f"ppo-{digest({'env.train_make_kwargs.is_slippery': True})}"], 5),
+    # The hash is of the collection env's traffic and the 30 rounds and 50 test episodes issue 42 declares.
+    "fidelity_train_env_highway": runs(
+        ["highway"],
+        ["ppo-" + digest({"env.rounds": 30, "env.train_make_kwargs.config.vehicles_count": 50, "eval.episodes": 50})],
+        2,
+    ),
 }
 JOB_COUNTS = {
     "main": 90,
@@ -105,6 +111,7 @@ JOB_COUNTS = {
     "corruption_lm_tiny": 30,
     "eval_noise": 30,
     "fidelity_train_env": 5,
+    "fidelity_train_env_highway": 2,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -126,6 +133,7 @@ FEEDS = {
     "corruption_lm_tiny": ["Planted bad data", "issue 35"],
     "eval_noise": ["issue 42", "lead 2"],
     "fidelity_train_env": ["issue 42", "lead 1"],
+    "fidelity_train_env_highway": ["issue 42", "lead 1"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
@@ -137,6 +145,7 @@ EXPERIMENT_NAME = {
     "robust": "main",
     "robust_collapse": "main",
     "robust_guard_frozenlake": "main",
+    "fidelity_train_env_highway": "fidelity_train_env",
 }
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 

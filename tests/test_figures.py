@@ -992,7 +992,7 @@ def test_fidelity_leads_without_their_runs_say_not_run_yet(made, tmp_path):
     lead1 = found["Lead 1"]
     assert set(lead1.loc[lead1["Env"] == "FrozenLake", "Seeds"]) == {"1 of 5 (partial: runs still arriving)"}
     highway = lead1[lead1["Env"] == "Highway"]["Seeds"].tolist()
-    assert highway == [f"0: not run yet (`{fidelity_leads.HIGHWAY_TRAIN_ENV}`)"]
+    assert highway == ["0: not run yet (`rlinfluence -m +experiment=fidelity_train_env_highway env=highway`)"]
     lead2 = found["Lead 2"].set_index("Env")
     assert (
         lead2.loc["LunarLander", "Seeds"] == "0: not run yet (`rlinfluence -m +experiment=eval_noise env=lunarlander`)"

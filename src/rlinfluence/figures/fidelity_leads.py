@@ -59,25 +59,19 @@ class LeadRuns(Runs):
     that has arrived is used."""
 
     all_seeds: bool = True
-    launch: str | None = None  # the command, where it is not the overlay's for one env
 
     def command_for(self, env: str) -> str:
-        return self.launch or f"rlinfluence -m +experiment={self.overlay} env={env}"
+        return f"rlinfluence -m +experiment={self.overlay} env={env}"
 
     @property
     def command(self) -> str:
-        return " && ".join(dict.fromkeys(map(self.command_for, self.envs)))
+        return " && ".join(map(self.command_for, self.envs))
 
 
-# The overlay's Highway command (conf/experiment/fidelity_train_env.yaml): its FrozenLake kwargs would merge into
-# highway's, so Highway's runs set the experiment name and the collection env's traffic themselves.
-HIGHWAY_TRAIN_ENV = (
-    f"rlinfluence -m experiment_name={TRAIN_ENV} env=highway method=ppo seed=0,1 env.rounds=30 "
-    f"{CPU_EVALUATION['highway']} +env.train_make_kwargs.config.vehicles_count=50"
-)
+# Highway's runs have an overlay of their own (the FrozenLake kwargs would merge into highway's), same experiment.
 TRAIN_ENV_RUNS = (
     LeadRuns(TRAIN_ENV, (STANDARD,), envs_needed=("frozenlake",)),
-    LeadRuns(TRAIN_ENV, (STANDARD,), envs_needed=("highway",), seeds_needed=2, launch=HIGHWAY_TRAIN_ENV),
+    LeadRuns(f"{TRAIN_ENV}_highway", (STANDARD,), envs_needed=("highway",)),
 )
 EVAL_NOISE_RUNS = LeadRuns(EVAL_NOISE, (STANDARD, IIF, RANDOM))
 FILTERS = (IIF, RANDOM)
