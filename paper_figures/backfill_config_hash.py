@@ -4,7 +4,7 @@ the committed analyses made before analyses carried an identity theirs.
 The run dirs behind those rows are gone, but each row names what made it: the experiment overlay, env,
 method tag, protocol and seed; its evaluation is the committed runs' (`control_runs.CPU_EVALUATION`,
 reproduce_cpu.sh). Each run's command is composed from those, exactly as `rlinfluence` composes a fresh
-run of it, and its `config_hash` taken as the run dir's (rundir.config_hash). The script first
+run of it, and its `config_hash` taken as the run dir's (config_hash). The script first
 recomputes the hash of every committed run that carries one and stops unless all of them come out
 equal; then it fills in the empty ones and checks that no other value of any row changed.
 The language-model rows (data/lm/runs.csv) are not filled: their arms differ by `target`, which is in
@@ -37,9 +37,10 @@ from rlinfluence.figures.committed import Refresh
 from rlinfluence.figures.control_runs import CPU_EVALUATION
 from rlinfluence.figures.gather import identity_path
 from rlinfluence.run import rundir
+from rlinfluence.run.identity import PROTOCOL_SWITCHES, config_hash, non_default_settings
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-SWITCHES = {name: key for key, _, name in rundir.PROTOCOL_SWITCHES}
+SWITCHES = {name: key for key, _, name in PROTOCOL_SWITCHES}
 RUN_KEY = runs.RUN_KEY + ["optimizer"]
 OVERLAYS = {path.stem for path in (Path(CONFIG_DIR) / "experiment").glob("*.yaml")}
 
@@ -73,7 +74,7 @@ def composed_hash(overrides: list[str], run) -> tuple[str, dict]:
     protocol = rundir.protocol_tag(cfg)
     if tag != run.method_tag or protocol != run.protocol:
         raise SystemExit(f"{' '.join(overrides)} makes {tag}/{protocol}, the rows are {run.method_tag}/{run.protocol}")
-    return runs.settings_hash({"config_hash": rundir.config_hash(cfg)}), rundir.non_default_settings(cfg)
+    return runs.settings_hash({"config_hash": config_hash(cfg)}), non_default_settings(cfg)
 
 
 def backfill(path: Path, settings: dict) -> tuple[pd.DataFrame, int]:

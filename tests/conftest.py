@@ -22,15 +22,15 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
-from rlinfluence.config.choices import ConfigError  # noqa: E402
+from rlinfluence.choices import ConfigError  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
-from rlinfluence.config.validation import validate  # noqa: E402
 from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
 from rlinfluence.figures.arms import iif_p  # noqa: E402
 from rlinfluence.figures.bottom_frames import FRAMES_ROUND  # noqa: E402
 from rlinfluence.figures.catalogue import OUTPUTS  # noqa: E402
 from rlinfluence.figures.gather import identity_path  # noqa: E402
 from rlinfluence.run.checkpoint import METRICS  # noqa: E402
+from rlinfluence.validation import validate  # noqa: E402
 
 # The language-model path's tiny world, built in seconds (the preset's pretraining is longer), small rounds.
 LM_TINY = [

@@ -15,8 +15,8 @@ from conftest import analysis_output, write_analyses
 from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
 from rlinfluence.analyses.standard_run import standard_run_config
+from rlinfluence.choices import ConfigError
 from rlinfluence.cli import run_task
-from rlinfluence.config.choices import ConfigError
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from conftest import compose_config, config_refusal
-from rlinfluence.config.choices import ConfigError
-from rlinfluence.config.validation import validate
+from rlinfluence.choices import ConfigError
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.figures.arms import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
@@ -23,7 +22,9 @@ from rlinfluence.selection import (
     monte_carlo_advantages,
     rank_priorities,
 )
+from rlinfluence.share import FilterShare
 from rlinfluence.update import minibatch_ids
+from rlinfluence.validation import validate
 
 GAMMA = 0.5  # exact in binary: hand-computed returns compare exactly
 
@@ -121,16 +122,16 @@ def test_h1_drops_the_largest_advantage_gaps_among_sign_mismatches():
     mc = monte_carlo_advantages(buffer, GAMMA)
     np.testing.assert_allclose(mc, [-0.5, 0.5, -0.5, 0.5, -1, 1, -1.5, 1.5])
     # |Ā − Â| over mismatches: id0 0.6, id2 0.9, id3 0.6, id4 3.0, id5 4.0 → p = 60 %: ⌊5·0.6⌋ = 3 dropped.
-    selection = DropAdvantageMismatch("h1", 60, GAMMA).select(buffer, None, np.random.default_rng(0))
+    selection = DropAdvantageMismatch("h1", FilterShare(60), GAMMA).select(buffer, None, np.random.default_rng(0))
     assert np.flatnonzero(~selection.keep).tolist() == [2, 4, 5]
 
 
 def test_h2_drops_the_most_negative_advantage_products_among_sign_mismatches():
     buffer = heuristic_case()
     # Ā·Â over mismatches: id0 -0.05, id2 -0.2, id3 -0.05, id4 -2, id5 -3 → p = 40 %: ⌊5·0.4⌋ = 2 dropped.
-    selection = DropAdvantageMismatch("h2", 40, GAMMA).select(buffer, None, np.random.default_rng(0))
+    selection = DropAdvantageMismatch("h2", FilterShare(40), GAMMA).select(buffer, None, np.random.default_rng(0))
     assert np.flatnonzero(~selection.keep).tolist() == [4, 5]
-    everything = DropAdvantageMismatch("h2", 100, GAMMA).select(buffer, None, np.random.default_rng(0))
+    everything = DropAdvantageMismatch("h2", FilterShare(100), GAMMA).select(buffer, None, np.random.default_rng(0))
     assert np.flatnonzero(~everything.keep).tolist() == [0, 2, 3, 4, 5]  # never a matching-sign record
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import rlinfluence as rlinfluence_package
 from conftest import cli_refusal
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.analysis_data import documented_identities
 from rlinfluence.figures.catalogue import OUTPUTS

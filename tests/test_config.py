@@ -13,9 +13,9 @@ from omegaconf.errors import ValidationError
 
 from conftest import cli_refusal, compose_config, config_refusal
 from rlinfluence.config.paths import CONFIG_DIR, PACKAGE_DIR, REPO_ROOT
-from rlinfluence.config.validation import validate
 from rlinfluence.lm.hub import HubAssetMissing
 from rlinfluence.run.rundir import relative_run_dir, run_dir
+from rlinfluence.validation import validate
 
 GROUPS = ["env", "method", "optimizer", "target", "logger", "launcher", "model"]
 # Options that need extra values before they can run.

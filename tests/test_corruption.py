@@ -16,10 +16,11 @@ from rlinfluence.control.trainer import Trainer
 from rlinfluence.corruption import negate_planted_advantages, planted_records
 from rlinfluence.metrics import auroc, planted_detection
 from rlinfluence.records import RolloutBuffer
+from rlinfluence.round import COLUMNS
 from rlinfluence.run.checkpoint import CORRUPTION
-from rlinfluence.run.logger import COLUMNS
+from rlinfluence.run.identity import check_identity, config_hash, result_settings, write_identity
 from rlinfluence.run.loop import Resume, read_resume, train
-from rlinfluence.run.rundir import check_identity, config_hash, relative_run_dir, result_settings, write_identity
+from rlinfluence.run.rundir import relative_run_dir
 
 CORRUPTED = ("corruption.kind=advantage_sign", "corruption.fraction=0.1")
 

@@ -11,10 +11,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.config.validation import validate
 from rlinfluence.figures.catalogue import RUN_OUTPUTS
 from rlinfluence.launch.manifest import expand_sweep
-from rlinfluence.run.rundir import digest, method_tag, protocol_tag, run_leaf
+from rlinfluence.run.identity import digest
+from rlinfluence.run.rundir import method_tag, protocol_tag, run_leaf
+from rlinfluence.validation import validate
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]

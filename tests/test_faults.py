@@ -15,6 +15,7 @@ from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import compute_influence
 from rlinfluence.selection import DropMostNegative, Selection
+from rlinfluence.share import FilterShare
 from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import ppo_update
 
@@ -54,13 +55,13 @@ def test_all_advantages_equal_gives_zero_scores_and_a_finite_update(trainer_and_
     buffer.advantages = torch.full_like(buffer.advantages, 0.7)
     scores = compute_influence(trainer.model, buffer, ReturnTarget(), PPOConfig(), InfluenceConfig()).numpy()
     assert np.isfinite(scores).all()
-    assert DropMostNegative(p=50).select(buffer, scores, None).n_kept == len(buffer)
+    assert DropMostNegative(FilterShare(50)).select(buffer, scores, None).n_kept == len(buffer)
     assert all_finite(update(trainer, buffer, np.ones(len(buffer), bool)))
 
 
 def test_every_record_negative_with_p100_keeps_nothing_and_leaves_the_policy_unchanged(trainer_and_buffer):
     trainer, buffer = trainer_and_buffer
-    selection = DropMostNegative(p=100).select(buffer, -np.ones(len(buffer)), None)
+    selection = DropMostNegative(FilterShare(100)).select(buffer, -np.ones(len(buffer)), None)
     before = [p.clone() for p in trainer.model.parameters()]
     stats = update(trainer, buffer, selection.keep)
     assert selection.n_kept == 0 and stats["gradient_steps"] == 0 and all_finite(stats)

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import write_analyses, write_authors_runs, write_lm_runs, write_sb3_runs
-from rlinfluence.control.evaluation import is_eval_round
+from rlinfluence.config.compose import preset
 from rlinfluence.figures import (
     catalogue,
     corruption,
@@ -27,8 +27,8 @@ from rlinfluence.figures.render import latex_table
 from rlinfluence.figures.requirements import FigureData
 from rlinfluence.figures.rlhf import LM_CSV
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, scan_runs
+from rlinfluence.round import is_eval_round
 from rlinfluence.run.checkpoint import RunDirError
-from rlinfluence.run.rundir import preset
 
 # Per-seed curves (seed s adds 10·s to every round, which no speed-up metric can see):
 # standard PPO reaches levels 1, 2, 3, 4 at rounds 1..4; IIF reaches them at rounds 1, 1, 2, 2,

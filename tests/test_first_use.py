@@ -17,8 +17,8 @@ import pytest
 from conftest import cli_refusal, compose_config, config_refusal
 from rlinfluence.cli import run_task
 from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.config.validation import validate
 from rlinfluence.figures.regenerate import refresh_from_runs
+from rlinfluence.validation import validate
 
 README = (REPO_ROOT / "README.md").read_text()
 UNMAKEABLE = "/proc/rlinfluence/out"  # /proc takes no new directory, not even from root

@@ -12,10 +12,11 @@ import pytest
 
 from conftest import cli_refusal, compose_config, config_refusal, metrics_rows
 from rlinfluence.cli import run_task
-from rlinfluence.config.validation import GYM_FIT_HINT
+from rlinfluence.control.fit import GYM_FIT_HINT
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import fitting_network, fitting_wrappers
 from rlinfluence.run import rundir
+from rlinfluence.run.identity import config_hash
 
 
 def gym_config(tmp_path, env_id: str, *overrides: str):
@@ -63,7 +64,7 @@ def test_minigrid_gets_its_image_and_the_cnn_and_the_command_line_still_wins():
     cfg = compose_config(["env=gym", "env.id=minigrid:MiniGrid-Empty-5x5-v0"])  # module:Id registers it
     assert list(cfg.env.wrappers) == ["minigrid_image"] and cfg.env.network.kind == "cnn"
     chosen = compose_config(["env=gym", "env.id=CartPole-v1", "env.network.kind=mlp", "env.wrappers=[]"])
-    assert rundir.config_hash(chosen) is None  # what the spaces would choose: the preset's run
+    assert config_hash(chosen) is None  # what the spaces would choose: the preset's run
 
 
 def test_two_ids_never_share_a_run_dir():
@@ -79,7 +80,7 @@ def test_two_ids_never_share_a_run_dir():
 def test_the_default_id_and_settings_run_without_a_hash():
     cfg = compose_config(["env=gym", "env.id=Pendulum-v1"])
     assert str(rundir.relative_run_dir(cfg)) == "gym-Pendulum-v1/sgd/iif-p50/seed0"
-    assert rundir.config_hash(compose_config(["env=gym", "env.id=Pendulum-v1", "env.rounds=2"])) is not None
+    assert config_hash(compose_config(["env=gym", "env.id=Pendulum-v1", "env.rounds=2"])) is not None
 
 
 def test_an_unregistered_id_is_refused_in_one_line_naming_env_id(tmp_path):

@@ -149,8 +149,8 @@ def test_adam_preconditioner_is_none_before_the_first_step():
 
 def test_adam_preconditioning_runs_in_a_round_and_needs_adam(tmp_path):
     from conftest import compose_config
+    from rlinfluence.choices import ConfigError
     from rlinfluence.cli import run_task
-    from rlinfluence.config.choices import ConfigError
 
     with pytest.raises(ConfigError, match=r"influence.preconditioner=adam needs optimizer=adam"):
         run_task(compose_config(["debug=smoke", "influence.preconditioner=adam"]), tmp_path / "sgd")

@@ -17,9 +17,9 @@ import torch
 
 from conftest import LM_GRPO, LM_TINY, compose_config, config_refusal, metrics_rows
 from rlinfluence.cli import run_task
-from rlinfluence.config.validation import validate
 from rlinfluence.lm.ppo import AdaptiveKLController, masked_whiten, penalized_rewards, ppo_update, token_gae
 from rlinfluence.run.checkpoint import CORRUPTION
+from rlinfluence.validation import validate
 
 TIME_COLUMNS = {"time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval"}
 
@@ -224,14 +224,14 @@ def test_bad_lm_settings_raise_one_line_naming_the_key(overrides, key):
 
 
 def test_a_control_env_rejects_the_lm_target():
-    from rlinfluence.config.choices import ConfigError
+    from rlinfluence.choices import ConfigError
 
     with pytest.raises(ConfigError, match="target.name='seq'"):
         validate(compose_config(["env=frozenlake", "target=seq"]))
 
 
 def test_the_lm_target_loss_refuses_a_name_it_has_no_entry_for():
-    from rlinfluence.config.choices import ConfigError
+    from rlinfluence.choices import ConfigError
     from rlinfluence.lm.influence import target_loss
 
     with pytest.raises(ConfigError, match=r"^target.name='action' is not one of: seq, return$"):

@@ -12,8 +12,8 @@ from conftest import lm_rows
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.regenerate import refresh_from_runs
 from rlinfluence.figures.rlhf import LM_CSV, RUN_COLUMNS, RUN_KEY
-from rlinfluence.run.checkpoint import RunDirError
-from rlinfluence.run.rundir import DONE, IDENTITY
+from rlinfluence.run.checkpoint import DONE, RunDirError
+from rlinfluence.run.identity import IDENTITY
 
 
 def test_rlhf_outputs_are_drawn_when_their_runs_exist_and_listed_with_a_gpu_command_otherwise(tmp_path):

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import cli_refusal, compose_config, refusal
 from rlinfluence import metrics
+from rlinfluence.choices import ConfigError
 from rlinfluence.cli import run_task
-from rlinfluence.config.choices import ConfigError
 from rlinfluence.run.checkpoint import RunDirError
 from test_committed import COMMITTED, fingerprint, rlinfluence
 from test_figures import files, table, write_run

@@ -66,8 +66,8 @@ def test_protocol_presets_set_every_switch_and_name_the_run_dir():
 
 
 def test_unknown_influence_normalization_is_rejected_in_one_line():
-    from rlinfluence.config.choices import ConfigError
-    from rlinfluence.config.validation import validate
+    from rlinfluence.choices import ConfigError
+    from rlinfluence.validation import validate
 
     with pytest.raises(ConfigError, match=r"influence.normalization='batch' is not one of: buffer, chunk"):
         validate(compose_config(["influence.normalization=batch"]))

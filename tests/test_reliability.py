@@ -18,26 +18,20 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_refusal, compose_config, config_refusal, metrics_rows, refusal
+from rlinfluence.choices import ConfigError
 from rlinfluence.cli import quiet_libraries, run_task
-from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.config.schema import OptimizerConfig, TargetConfig
-from rlinfluence.config.validation import validate
 from rlinfluence.control.networks import feature_extractor
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.run.checkpoint import RunDirError
+from rlinfluence.run.identity import check_identity, config_hash, non_default_settings, write_identity
 from rlinfluence.run.lifecycle import announce_env_optimizer
-from rlinfluence.run.rundir import (
-    check_identity,
-    config_hash,
-    non_default_settings,
-    relative_run_dir,
-    run_dir,
-    write_identity,
-)
+from rlinfluence.run.rundir import relative_run_dir, run_dir
 from rlinfluence.run.tasks import TASK_MODULES, TASKS, load_task, task_names
 from rlinfluence.targets import make_target
 from rlinfluence.update import make_optimizer
+from rlinfluence.validation import validate
 
 FROZENLAKE_STATE_0 = "target.state=[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"
 

@@ -13,13 +13,15 @@ import pytest
 
 from conftest import compose_config
 from rlinfluence.cli import run_task
+from rlinfluence.config.compose import composing
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
+from rlinfluence.replay import NOT_OURS, committed_runs, overrides_of, replay_runs
+from rlinfluence.run.identity import write_identity
 from rlinfluence.run.loop import Resume, train
 from rlinfluence.run.provenance import code_version
-from rlinfluence.run.replay import NOT_OURS, committed_runs, overrides_of, replay_runs
-from rlinfluence.run.rundir import composing, create_run_dir, run_dir, write_identity
+from rlinfluence.run.rundir import create_run_dir, run_dir
 
 DATA = REPO_ROOT / "paper_figures" / "data"
 # One committed run per env family, replayed for two rounds by the default suite; `pytest -m long` replays

@@ -12,7 +12,6 @@ import torch
 from conftest import compose_config, config_refusal, metrics_rows
 from rlinfluence.cli import run_task
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.config.validation import validate
 from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import _Attribution, influence_scores, reference_scores
@@ -26,7 +25,9 @@ from rlinfluence.selection import (
     n_to_drop,
     within_entropy_budget,
 )
+from rlinfluence.share import FilterShare
 from rlinfluence.targets import EntropyTarget, ReturnTarget
+from rlinfluence.validation import validate
 
 # The robust variants as the overlays sweep them (conf/method/), with their run-directory tags on FrozenLake.
 ROBUST = {
@@ -116,8 +117,8 @@ def iif_and_guard_drops(trainer, buffer):
     entropy budget in IIF's order, and the dropped records' entropy influence sums to ≤ 0."""
     attribute = trainer.attribution(buffer)
     scores, entropy_change = attribute(trainer.target), attribute(EntropyTarget())
-    iif = ~DropMostNegative(p=100).select(buffer, scores, None).keep
-    guarded = ~DropMostNegativeEntropyGuarded(p=100).select(buffer, scores, None, attribute).keep
+    iif = ~DropMostNegative(FilterShare(100)).select(buffer, scores, None).keep
+    guarded = ~DropMostNegativeEntropyGuarded(FilterShare(100)).select(buffer, scores, None, attribute).keep
     assert not (guarded & ~iif).any()
     order = np.argsort(scores, kind="stable")[: iif.sum()]
     assert set(order[within_entropy_budget(entropy_change[order])]) == set(np.flatnonzero(guarded))
@@ -159,7 +160,11 @@ def test_held_out_scores_rate_each_record_on_the_half_it_is_not_in(trainer_and_b
 
 @pytest.mark.parametrize(
     "method",
-    [DropMostNegativeEntropyGuarded(p=50), DropMostNegative(p="auto"), DropMostNegativeEntropyGuarded(p="auto")],
+    [
+        DropMostNegativeEntropyGuarded(FilterShare(50)),
+        DropMostNegative(FilterShare(None)),
+        DropMostNegativeEntropyGuarded(FilterShare(None)),
+    ],
     ids=["guard", "auto", "guard-auto"],
 )
 def test_degenerate_rounds_keep_every_record(trainer_and_buffer, method):
@@ -177,17 +182,19 @@ def test_a_single_record_round(trainer_and_buffer):
     attribute = trainer.attribution(one)
     negative = np.array([-1.0])
     # p=auto has no record to hold out: it drops nothing rather than guessing.
-    assert DropMostNegative(p="auto").select(one, negative, np.random.default_rng(0), attribute).n_kept == 1
+    assert DropMostNegative(FilterShare(None)).select(one, negative, np.random.default_rng(0), attribute).n_kept == 1
     # The guard drops the record exactly when training on it would not raise the entropy.
     sharpens = attribute(EntropyTarget())[0] <= 0
-    assert DropMostNegativeEntropyGuarded(p=100).select(one, negative, None, attribute).n_kept == int(not sharpens)
+    assert DropMostNegativeEntropyGuarded(FilterShare(100)).select(one, negative, None, attribute).n_kept == int(
+        not sharpens
+    )
 
 
 def test_every_record_negative_p_auto_drops_a_prefix_of_iif_order(trainer_and_buffer):
     trainer, buffer = trainer_and_buffer
     attribute = trainer.attribution(buffer)
     scores = -np.abs(attribute(trainer.target)) - 1e-9
-    dropped = ~DropMostNegative(p="auto").select(buffer, scores, np.random.default_rng(0), attribute).keep
+    dropped = ~DropMostNegative(FilterShare(None)).select(buffer, scores, np.random.default_rng(0), attribute).keep
     order = np.argsort(scores, kind="stable")
     assert set(np.flatnonzero(dropped)) == set(order[: dropped.sum()])
 

@@ -11,9 +11,9 @@ import torch
 
 from conftest import metrics_rows
 from rlinfluence.cli import run_task
-from rlinfluence.round import initial_row, run_round
-from rlinfluence.run.logger import COLUMNS
+from rlinfluence.round import COLUMNS, initial_row, run_round
 from rlinfluence.selection import DropMostNegative, DropRandom, Influence, KeepAll, Selection, make_selection, n_to_drop
+from rlinfluence.share import FilterShare
 from rlinfluence.update import minibatch_ids
 
 
@@ -46,7 +46,7 @@ def test_same_seed_gives_identical_metrics(tmp_path, tiny_config, env):
 
 
 class ScriptedAgent:
-    """An agent (agents.Agent) reduced to what the loop asks of one: four records a round with influence
+    """An agent (round.Agent) reduced to what the loop asks of one: four records a round with influence
     −2, −1, 0, 1, and a log of the stages in the order the loop calls them."""
 
     columns = [*COLUMNS, "scripted"]
@@ -104,19 +104,21 @@ def test_the_loop_runs_any_agents_stages_in_order_and_writes_every_column(tiny_c
 
 def test_iif_drops_exactly_the_most_negative_records():
     scores = np.array([0.5, -3.0, -1.0, 2.0, -2.0, -0.5, 0.0])  # 4 negatives
-    selection = DropMostNegative(p=50).select(np.empty(7), scores, np.random.default_rng(0))
+    selection = DropMostNegative(FilterShare(50)).select(np.empty(7), scores, np.random.default_rng(0))
     assert n_to_drop(scores, 50) == 2
     assert np.flatnonzero(~selection.keep).tolist() == [1, 4]  # -3.0 and -2.0
 
 
 def test_p100_with_every_record_negative_drops_everything_without_error():
     scores = -np.arange(1.0, 6.0)
-    assert DropMostNegative(p=100).select(np.empty(5), scores, np.random.default_rng(0)).n_kept == 0
+    assert DropMostNegative(FilterShare(100)).select(np.empty(5), scores, np.random.default_rng(0)).n_kept == 0
 
 
 def test_random_drops_as_many_as_iif_and_depends_on_the_seed():
     scores = np.linspace(-1, 1, 101)  # 50 negatives
-    drops = [~DropRandom(p=25).select(np.empty(101), scores, np.random.default_rng(s)).keep for s in (0, 0, 1)]
+    drops = [
+        ~DropRandom(FilterShare(25)).select(np.empty(101), scores, np.random.default_rng(s)).keep for s in (0, 0, 1)
+    ]
     assert [d.sum() for d in drops] == [12, 12, 12]
     assert (drops[0] == drops[1]).all() and not (drops[0] == drops[2]).all()
 

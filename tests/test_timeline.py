@@ -14,8 +14,8 @@ import torch
 
 from conftest import analysis_output
 from rlinfluence.analyses.timeline import graph_roughness, knn_edges, phase_starts
+from rlinfluence.choices import ConfigError
 from rlinfluence.cli import run_task
-from rlinfluence.config.choices import ConfigError
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer

@@ -13,11 +13,12 @@ import pytest
 
 from conftest import cli_refusal, compose_config, config_refusal
 from rlinfluence.cli import run_task
-from rlinfluence.config.validation import validate
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.run.checkpoint import RunDirError
-from rlinfluence.run.rundir import IDENTITY, config_hash, result_settings, run_leaf
+from rlinfluence.run.identity import IDENTITY, config_hash, result_settings
+from rlinfluence.run.rundir import run_leaf
+from rlinfluence.validation import validate
 
 SLIPPERY = "+env.train_make_kwargs={is_slippery: true}"
 

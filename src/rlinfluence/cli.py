@@ -26,15 +26,15 @@ from hydra._internal.utils import get_args_parser  # the parser of Hydra's comma
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.config.validation import validate
 from rlinfluence.launch.manifest import Composer, expand_sweep
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.interrupts import RunInterrupted
 from rlinfluence.run.lifecycle import check_run, start_training
 from rlinfluence.run.tasks import TRAIN, load_task
+from rlinfluence.validation import validate
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
 

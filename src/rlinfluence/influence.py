@@ -21,14 +21,14 @@ from scipy import stats
 from torch import nn
 from torch.func import functional_call, jvp
 
-from rlinfluence.config.choices import chosen
+from rlinfluence.choices import chosen
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record
+from rlinfluence.policy import ActorCriticPolicy
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import Target
 
 if TYPE_CHECKING:  # types only: the attribution API scores with this module without Hydra or gymnasium
     from rlinfluence.config.schema import InfluenceConfig, PPOConfig
-    from rlinfluence.control.networks import ActorCritic
 
 Params = dict[str, torch.Tensor]
 
@@ -36,7 +36,7 @@ Params = dict[str, torch.Tensor]
 class _PolicyFn(nn.Module):
     """(obs, actions) -> (log π(a|s), entropy), callable with substituted parameters."""
 
-    def __init__(self, model: ActorCritic):
+    def __init__(self, model: ActorCriticPolicy):
         super().__init__()
         self.model = model
 
@@ -91,7 +91,7 @@ def _per_record_loss(
     return policy_loss_per_record(log_prob, old_log_prob, advantages, ppo.clip_range, entropy, ppo.ent_coef)
 
 
-def _policy_params(model: ActorCritic) -> Params:
+def _policy_params(model: ActorCriticPolicy) -> Params:
     named = dict(model.named_parameters())
     return {f"model.{n}": named[n].detach() for n in model.policy_parameter_names()}
 
@@ -101,7 +101,7 @@ class _Attribution:
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: ActorCriticPolicy,
         buffer: RolloutBuffer,
         target: Target,
         ppo: PPOConfig,
@@ -139,7 +139,7 @@ class StepInfluence:
     influence.preconditioner). The update calls `add_step` at θ_j, before each optimizer step: one
     target gradient and one forward-mode pass over the minibatch."""
 
-    def __init__(self, model: ActorCritic, buffer: RolloutBuffer, target: Target, ppo: PPOConfig, lr: float):
+    def __init__(self, model: ActorCriticPolicy, buffer: RolloutBuffer, target: Target, ppo: PPOConfig, lr: float):
         self.model, self.policy = model, _PolicyFn(model)
         self.buffer, self.target, self.ppo, self.lr = buffer.to(model.device), target, ppo, lr
         self.scores = torch.zeros(len(buffer), dtype=torch.float64, device=model.device)
@@ -156,7 +156,7 @@ class StepInfluence:
         self.scores.index_add_(0, ids, self.lr * directional.detach().double())
 
 
-def target_value(model: ActorCritic, buffer: RolloutBuffer, target: Target) -> float:
+def target_value(model: ActorCriticPolicy, buffer: RolloutBuffer, target: Target) -> float:
     """f = −L_f at the model's current parameters (what a round's update should raise)."""
     with torch.no_grad():
         return -float(target.loss(_PolicyFn(model), buffer.to(model.device)))
@@ -181,7 +181,7 @@ def _preconditioned(gradient: Params, preconditioner: Params | None) -> Params:
     return {k: g * preconditioner[k] for k, g in gradient.items()}
 
 
-def adam_preconditioner(model: ActorCritic, optimizer: torch.optim.Optimizer) -> Params | None:
+def adam_preconditioner(model: ActorCriticPolicy, optimizer: torch.optim.Optimizer) -> Params | None:
     """Adam's diagonal preconditioner P = 1 / (√v̂ + ε) at θ_k for the policy parameters, v̂ the
     bias-corrected second moment, exactly as Adam's next step divides by it.
 
@@ -202,7 +202,7 @@ def adam_preconditioner(model: ActorCritic, optimizer: torch.optim.Optimizer) ->
 
 
 def round_attribution(
-    model: ActorCritic,
+    model: ActorCriticPolicy,
     buffer: RolloutBuffer,
     ppo: PPOConfig,
     cfg: InfluenceConfig,
@@ -225,7 +225,7 @@ def round_attribution(
 
 
 def compute_influence(
-    model: ActorCritic,
+    model: ActorCriticPolicy,
     buffer: RolloutBuffer,
     target: Target,
     ppo: PPOConfig,
@@ -238,7 +238,7 @@ def compute_influence(
 
 
 def influence_scores(
-    model: ActorCritic,
+    model: ActorCriticPolicy,
     buffer: RolloutBuffer,
     target: Target,
     ppo: PPOConfig,
@@ -255,7 +255,7 @@ def influence_scores(
 
 
 def reference_scores(
-    model: ActorCritic,
+    model: ActorCriticPolicy,
     buffer: RolloutBuffer,
     target: Target,
     ppo: PPOConfig,
@@ -276,7 +276,7 @@ def reference_scores(
 
 
 def _reference_backend(
-    model: ActorCritic,
+    model: ActorCriticPolicy,
     buffer: RolloutBuffer,
     target: Target,
     ppo: PPOConfig,

@@ -20,13 +20,97 @@ selection and scores found them to its row, beyond the metrics.csv columns.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from rlinfluence.control.evaluation import is_eval_round
+import numpy as np
+from omegaconf import DictConfig
+
 from rlinfluence.corruption import round_detection
-from rlinfluence.run.agents import Agent
+from rlinfluence.records import Records
+from rlinfluence.selection import Influence, Selection, SelectionMethod
 
 NAN = float("nan")
+
+# The metrics.csv columns every agent writes, in order (an agent may add its own after them: lm/trainer.py).
+COLUMNS = [
+    "round",
+    "env_steps",
+    "test_return",
+    "test_return_sem",
+    "eval_episodes",
+    "train_return",
+    "n_records",
+    "n_kept",
+    "n_negative",
+    "kept_fraction",
+    "gradient_steps",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "time_collect",
+    "time_influence",
+    "time_select",
+    "time_update",
+    "time_eval",
+    "influence_step_spearman",  # influence.checkpoints=every_step only
+]
+
+
+def is_eval_round(k: int, every: int, rounds: int) -> bool:
+    """Rounds that are evaluated: every `eval.every`-th, and always the last (the final test return)."""
+    return k % every == 0 or k == rounds
+
+
+R = TypeVar("R", bound=Records)
+
+
+class Agent(Protocol[R]):
+    """One run's trainer, on records of type R (control: `RolloutBuffer`; lm: `Sequences`)."""
+
+    cfg: DictConfig
+    columns: ClassVar[list[str]]  # its metrics.csv columns, in order
+    method: SelectionMethod  # method.name's selection, which the loop applies to its records
+    selection_rng: np.random.Generator
+
+    def __init__(self, cfg: DictConfig) -> None:
+        """Build the run's model, optimizer, envs and RNGs from its (validated) config."""
+
+    @classmethod
+    def check_config(cls, cfg: DictConfig) -> None:
+        """Raise ConfigError (one line naming the key) on settings this agent cannot run with."""
+
+    def state_fields(self) -> dict[str, float]:
+        """The row's fields on the agent's state at the start of a round (the LM's KL coefficient)."""
+
+    def collect(self, k: int) -> R:
+        """Round k's records (rollouts; generated and scored responses)."""
+
+    def forward(self, k: int, records: R) -> dict[str, float]:
+        """What the update needs of the records at θ_k that collecting did not compute; the row's fields."""
+
+    def attribute(self, k: int, records: R) -> Influence:
+        """The records' influence at θ_k, when the method (or a measurement) needs it."""
+
+    def update(self, k: int, records: R, selection: Selection, influence: Influence) -> dict[str, float]:
+        """Round k's update on the selected records; the row's fields (losses, gradient steps, ...)."""
+
+    def train_return(self, records: R) -> float:
+        """The round's training return (NaN when nothing finished)."""
+
+    def evaluate(self, k: int) -> dict[str, float]:
+        """The test return of the policy after round k (the row's evaluation fields)."""
+
+    def state_dict(self, k: int) -> dict[str, Any]:
+        """Everything the run resumes from after round k (the checkpoint)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> int:
+        """Restore a checkpoint; returns its round."""
+
+    def close(self) -> None:
+        """Release what the agent holds open (env processes)."""
+
 
 STAGE_TIMES = ("time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval")
 

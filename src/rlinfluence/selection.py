@@ -2,7 +2,7 @@
 
 A method turns the round's records (and, if it needs them, the influence scores) into a
 `Selection`: a keep-mask, or sampling weights for methods that reweight instead of filter.
-`SELECTION_METHODS` maps `method.name` to its class; adding a method is adding an entry. The methods
+`SELECTION_METHODS` maps `method.name` to its class (`@register_method`; docs/extending.md). The methods
 that read no more of a record than its id and influence take any agent's `Records`; the heuristics
 (advantage, td_error) read the control agent's `RolloutBuffer`.
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.records import Records, RolloutBuffer, discounted_returns_to_go
+from rlinfluence.share import FilterShare
 from rlinfluence.targets import EntropyTarget, ReturnTarget, Target
 
 if TYPE_CHECKING:  # the config's type only: drop_set (the attribution API) selects without OmegaConf
@@ -25,7 +26,6 @@ if TYPE_CHECKING:  # the config's type only: drop_set (the attribution API) sele
 # The round's influence scores of every record on any target at θ_k (the round loop passes it to
 # methods that need scores on more than the configured target).
 Attribute = Callable[[Target], np.ndarray]
-AUTO = "auto"  # method.p=auto: each round's drop count is chosen on held-out records
 
 
 @dataclass
@@ -53,8 +53,15 @@ class Influence:
 
 
 class SelectionMethod:
+    """A filter method: `select` turns a round's records (and their influence scores, if `needs_scores`) into
+    the records its update trains on. Registered under its `method.name` by `register_method`; its settings
+    are its conf/method/<name>.yaml (docs/extending.md, "Add a filter method")."""
+
     needs_scores: ClassVar[bool] = False
     settings: ClassVar[tuple[str, ...]] = ()  # the method.* keys it reads besides its name (validation warns of others)
+    # True: it reads no more of a record than its id and influence, so it runs on any agent's records (the
+    # language-model agent runs only these); False: it reads the control agent's RolloutBuffer or attribution.
+    any_agent: ClassVar[bool] = False
 
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
@@ -75,41 +82,40 @@ class SelectionMethod:
         raise NotImplementedError
 
 
-def check_share(key: str, p: object, auto: bool = False, note: str = "") -> None:
-    """The share p of the negative-influence records a method drops: a number in (0, 100], or, for the
-    methods that rank records by influence (`auto`), `auto`. One owner for the CLI and the public API."""
-    if auto and p == AUTO:
-        return
-    numeric = isinstance(p, (int, float, np.integer, np.floating))
-    if not numeric or not 0 < p <= 100:  # type: ignore[operator]  # numeric: a number
-        allowed = "(0, 100] or auto" if auto else "(0, 100]"
-        shown = float(p) if numeric else p  # type: ignore[arg-type]
-        raise ConfigError(f"{key}={shown} must be in {allowed} (percent of negative-influence records to drop){note}")
+SELECTION_METHODS: dict[str, type[SelectionMethod]] = {}  # method.name -> its class, in registration order
+
+Method = TypeVar("Method", bound=type[SelectionMethod])
 
 
-def check_p(cfg: DictConfig, auto: bool = False) -> None:
-    """Methods that drop a share of the negative records need p in (0, 100]; those that rank records
-    by influence also take p=auto (`auto`)."""
-    check_share("method.p", cfg.method.p, auto, "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}")
+def register_method(name: str) -> Callable[[Method], Method]:
+    """`@register_method("name")` on a SelectionMethod subclass makes it `method=name` (with conf/method/name.yaml)."""
+
+    def add(method: Method) -> Method:
+        if name in SELECTION_METHODS:
+            raise ValueError(f"method {name!r} is registered already, by {SELECTION_METHODS[name].__name__}")
+        SELECTION_METHODS[name] = method
+        return method
+
+    return add
 
 
-def format_p(p: float | str) -> str:
-    """p as run names show it: `50`, `12.5`, `auto`."""
-    return AUTO if p == AUTO else format(float(p), "g")
+def method_share(cfg: DictConfig, auto: bool = False) -> FilterShare:
+    """method.p as a share: a number in (0, 100]; the methods that rank records by influence (`auto`) also
+    take p=auto."""
+    note = "" if auto else f"; p=auto is for method={', '.join(AUTO_METHODS)}"
+    return FilterShare.parse(cfg.method.p, "method.p", auto, note)
 
 
-def numeric_p(p: float | str | None) -> float | None:
-    """p as the results table stores it (a number; none for p=auto, whose tag says auto)."""
-    return None if p is None or p == AUTO else float(p)
-
-
-def n_to_drop(scores: np.ndarray, p: float) -> int:
+def n_to_drop(scores: np.ndarray, share: FilterShare) -> int:
     """IIF's count: ⌊n_neg · p / 100⌋, n_neg = the number of negative-influence records."""
-    return int(np.floor(np.count_nonzero(scores < 0) * p / 100))
+    return share.count(int(np.count_nonzero(scores < 0)))
 
 
+@register_method("ppo")
 class KeepAll(SelectionMethod):
     """Standard PPO: train on every record."""
+
+    any_agent = True
 
     def select(self, buffer, scores, rng, attribute=None):
         return Selection(np.ones(len(buffer), bool))
@@ -121,29 +127,35 @@ class _DropShareOfNegatives(SelectionMethod):
     needs_scores = True
     settings = ("p",)
 
-    def __init__(self, p: float | str):  # a number, or AUTO for the methods that take it
+    takes_auto: ClassVar[bool] = False  # p=auto: the drop count chosen each round on held-out records
+
+    def __init__(self, p: FilterShare):
         self.p = p
 
     @classmethod
     def check_config(cls, cfg):
-        check_p(cfg)
+        method_share(cfg, cls.takes_auto)
 
     @classmethod
     def from_config(cls, cfg):
-        return cls(cfg.method.p)
+        return cls(method_share(cfg, cls.takes_auto))
 
     @classmethod
     def tag(cls, method):
-        return f"{method.name}-p{format_p(method.p)}" if method.p is not None else str(method.name)
+        return (
+            f"{method.name}-p{FilterShare.parse(method.p, 'method.p', cls.takes_auto)}"
+            if method.p is not None
+            else str(method.name)
+        )
 
 
+@register_method("iif")
 class DropMostNegative(_DropShareOfNegatives):
     """IIF: drop the ⌊n_neg·p/100⌋ records with the most negative influence (ties by record id).
     With p=auto, as many of them as `held_out_drop_count` predicts to help."""
 
-    @classmethod
-    def check_config(cls, cfg):
-        check_p(cfg, auto=True)
+    takes_auto = True
+    any_agent = True
 
     def drop_order(self, buffer: Records, scores: np.ndarray, attribute: Attribute | None) -> np.ndarray:
         """The records the method may drop, in the order it drops them: the negative ones, most negative first."""
@@ -151,16 +163,13 @@ class DropMostNegative(_DropShareOfNegatives):
 
     def select(self, buffer, scores, rng, attribute=None):
         order = self.drop_order(buffer, scores, attribute)
-        count = (
-            held_out_drop_count(order, len(buffer), attribute, rng)
-            if self.p == AUTO
-            else n_to_drop(scores, float(self.p))
-        )
+        count = held_out_drop_count(order, len(buffer), attribute, rng) if self.p.is_auto else n_to_drop(scores, self.p)
         keep = np.ones(len(buffer), bool)
         keep[order[:count]] = False
         return Selection(keep)
 
 
+@register_method("iif_guard")
 class DropMostNegativeEntropyGuarded(DropMostNegative):
     """Robust IIF (method=iif_guard): IIF's drop order and count, skipping every drop that would let the
     kept records make the policy more deterministic than all records would.
@@ -177,6 +186,8 @@ class DropMostNegativeEntropyGuarded(DropMostNegative):
     negative first, a record is dropped only if the dropped ones keep Σ_dropped e ≤ 0, so after every
     drop the kept set's update sharpens the policy no faster than standard PPO's update would. Dropping
     a sharpening record frees room to drop a counter-evidence record; nothing is tuned per environment."""
+
+    any_agent = False  # the entropy target is the control agent's
 
     def drop_order(self, buffer, scores, attribute):
         candidates = super().drop_order(buffer, scores, attribute)
@@ -224,13 +235,16 @@ def held_out_drop_count(order: np.ndarray, n_records: int, attribute: Attribute,
     return best_drop_count(held_out_scores(n_records, attribute, rng)[order])
 
 
+@register_method("random")
 class DropRandom(_DropShareOfNegatives):
     """Random filtering: drop as many records as IIF would this round (⌊n_neg·p/100⌋, counted on
     the round's own influence scores), chosen uniformly among all records with the seeded RNG."""
 
+    any_agent = True
+
     def select(self, buffer, scores, rng, attribute=None):
         keep = np.ones(len(buffer), bool)
-        keep[rng.choice(len(buffer), size=n_to_drop(scores, float(self.p)), replace=False)] = False  # p: never auto
+        keep[rng.choice(len(buffer), size=n_to_drop(scores, self.p), replace=False)] = False
         return Selection(keep)
 
 
@@ -253,6 +267,7 @@ def monte_carlo_advantages(buffer: RolloutBuffer, gamma: float) -> np.ndarray:
     return group_mean(np.stack([states, buffer.actions.numpy().astype(np.int64)], axis=1)) - group_mean(states)
 
 
+@register_method("advantage")
 class DropAdvantageMismatch(SelectionMethod):
     """Advantage heuristics H1/H2 (paper App. B.4): among the records whose Monte-Carlo advantage Ā
     and GAE advantage Â have opposite signs, drop ⌊n_mismatch·p/100⌋ — the analogue of IIF's count
@@ -267,7 +282,7 @@ class DropAdvantageMismatch(SelectionMethod):
     }
     settings = ("p", "variant")
 
-    def __init__(self, variant: str, p: float, gamma: float):
+    def __init__(self, variant: str, p: FilterShare, gamma: float):
         self.variant, self.p, self.gamma = variant, p, gamma
 
     @classmethod
@@ -277,9 +292,9 @@ class DropAdvantageMismatch(SelectionMethod):
                 f"method.variant={cfg.method.variant!r} is not one of: {', '.join(cls.VARIANTS)} "
                 "(method=advantage H1 drops by |Ā − Â|, H2 by Ā·Â)"
             )
-        check_p(cfg)
+        method_share(cfg)
         if cfg.env.state_key is None:
-            from rlinfluence.run.rundir import envs_with_state_key  # it imports this module
+            from rlinfluence.config.compose import envs_with_state_key  # here: the attribution API loads no Hydra
 
             raise ConfigError(
                 f"method=advantage needs Monte-Carlo advantages over discrete states, which "
@@ -289,11 +304,11 @@ class DropAdvantageMismatch(SelectionMethod):
 
     @classmethod
     def from_config(cls, cfg):
-        return cls(cfg.method.variant, cfg.method.p, cfg.ppo.gamma)
+        return cls(cfg.method.variant, method_share(cfg), cfg.ppo.gamma)
 
     @classmethod
     def tag(cls, method):
-        return f"{method.name}-{method.variant}-p{method.p:g}"
+        return f"{method.name}-{method.variant}-p{FilterShare.parse(method.p, 'method.p')}"
 
     def select(self, buffer, scores, rng, attribute=None):
         mc = monte_carlo_advantages(buffer, self.gamma)
@@ -317,6 +332,7 @@ def rank_priorities(td_errors: np.ndarray, alpha: float) -> np.ndarray:
     return priorities / priorities.sum()
 
 
+@register_method("td_error")
 class TDErrorReweighting(SelectionMethod):
     """PER-style reweighting by the TD errors δ at θ_k (paper App. B.5): nothing is dropped; each
     epoch the update draws N ids with replacement by these probabilities (update.minibatch_ids)."""
@@ -344,17 +360,11 @@ class TDErrorReweighting(SelectionMethod):
         )
 
 
-SELECTION_METHODS: dict[str, type[SelectionMethod]] = {
-    "ppo": KeepAll,
-    "iif": DropMostNegative,
-    "iif_guard": DropMostNegativeEntropyGuarded,
-    "random": DropRandom,
-    "advantage": DropAdvantageMismatch,
-    "td_error": TDErrorReweighting,
-}
-
-
-AUTO_METHODS = tuple(name for name, method in SELECTION_METHODS.items() if issubclass(method, DropMostNegative))
+AUTO_METHODS = tuple(
+    name
+    for name, method in SELECTION_METHODS.items()
+    if issubclass(method, _DropShareOfNegatives) and method.takes_auto
+)
 
 
 def make_selection(cfg: DictConfig) -> SelectionMethod:

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from rlinfluence.config.choices import chosen
+from rlinfluence.choices import chosen
 from rlinfluence.records import Observations, observations_to, take
 
 if TYPE_CHECKING:  # the config's type only: the attribution API uses targets without Hydra or OmegaConf

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config.choices import chosen
+from rlinfluence.choices import chosen
 from rlinfluence.config.schema import OptimizerConfig, PPOConfig
-from rlinfluence.control.networks import ActorCritic
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
+from rlinfluence.policy import ActorCriticPolicy
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 
@@ -84,7 +84,7 @@ StepHook = Callable[[torch.Tensor, torch.Tensor], None]
 
 
 def ppo_update(
-    model: ActorCritic,
+    model: ActorCriticPolicy,
     optimizer: torch.optim.Optimizer,
     buffer: RolloutBuffer,
     selection: Selection,

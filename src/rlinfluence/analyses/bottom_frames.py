@@ -21,7 +21,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.run.tasks import register
 

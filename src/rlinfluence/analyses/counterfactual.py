@@ -47,7 +47,7 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.config.schema import EvalConfig, PPOConfig
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.control.trainer import Trainer
@@ -56,6 +56,7 @@ from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
 from rlinfluence.seeding import spawn_streams
 from rlinfluence.selection import DropMostNegative, Selection
+from rlinfluence.share import FilterShare
 from rlinfluence.update import minibatch_ids
 
 NONE, RANDOM, IIF, NEGATIVE = "none", "random", "iif", "all_negative"  # the kinds of removed group
@@ -108,8 +109,8 @@ def removal_groups(
             (RANDOM, float(size), mask(rng.choice(n, size=max(1, round(size * n)), replace=False)))
             for _ in range(cfg.analysis.counterfactual.groups)
         ]
-    for kind, p in ((IIF, cfg.env.p), (NEGATIVE, 100.0)):
-        removed = ~DropMostNegative(p).select(buffer, scores, rng).keep
+    for kind, p in ((IIF, float(cfg.env.p)), (NEGATIVE, 100.0)):
+        removed = ~DropMostNegative(FilterShare(p)).select(buffer, scores, rng).keep
         groups.append((kind, removed.mean(), removed))
     return groups
 

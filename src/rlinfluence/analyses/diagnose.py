@@ -26,13 +26,13 @@ from rlinfluence.analyses.standard_run import (
     check_outputs,
     check_rounds,
 )
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
+from rlinfluence.config.compose import envs_with_state_key
 from rlinfluence.config.schema import EnvConfig
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import STATE_SETTERS, make_env
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.run.rundir import envs_with_state_key
 from rlinfluence.run.tasks import register
 from rlinfluence.seeding import torch_generator
 

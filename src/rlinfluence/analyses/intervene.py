@@ -27,22 +27,22 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.config.choices import ConfigError
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
-from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection, format_p
+from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection
+from rlinfluence.share import FilterShare
 
 ALL, INFLUENCE, RANDOM = "all", "influence", "random"
 
 
-def p_variant(p: float) -> str:
+def p_variant(p: FilterShare) -> str:
     """The file suffix of rows at p (write_rows): none for the paper's 100, `-p12.5` otherwise."""
-    return "" if p == 100 else f"-p{format_p(p)}"
+    return "" if p.percent == 100 else f"-p{p}"
 
 
 def arm_selections(
-    buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator, p: float
+    buffer: RolloutBuffer, scores: np.ndarray, rng: np.random.Generator, p: FilterShare
 ) -> dict[str, Selection]:
     return {
         ALL: KeepAll().select(buffer, scores, rng),
@@ -56,7 +56,7 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
     buffer = trainer.collect(k)
     scores = trainer.influence(buffer)
     rows = []
-    seed, p = trainer.cfg.seed, float(trainer.cfg.analysis.intervene.p)
+    seed, p = trainer.cfg.seed, intervene_share(trainer.cfg)
     for arm, selection in arm_selections(buffer, scores, np.random.default_rng([seed, k]), p).items():
         rerun_update(trainer, start, buffer, selection)
         row = {
@@ -67,7 +67,7 @@ def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
             "n_records": len(buffer),
             "n_dropped": len(buffer) - selection.n_kept,
             "n_negative": int((scores < 0).sum()),
-            "p": p,
+            "p": p.percent,
         }
         row |= trainer.evaluator.evaluate(trainer.model, k)
         row["matches_run"] = matches_run(trainer, run_dir, k) if arm == ALL else None
@@ -79,17 +79,17 @@ def intervene_rounds(cfg: DictConfig) -> list[int]:
     return every_round_if_empty(cfg, cfg.analysis.intervene.rounds)
 
 
+def intervene_share(cfg: DictConfig) -> FilterShare:
+    """analysis.intervene.p: the share of each round's negative-influence records the influence arm drops."""
+    return FilterShare.parse(cfg.analysis.intervene.p, "analysis.intervene.p")
+
+
 def check_intervene(cfg: DictConfig) -> None:
     check_outputs(cfg)
     check_rounds(cfg, "analysis.intervene.rounds", intervene_rounds(cfg))
-    p = cfg.analysis.intervene.p
-    if not 0 < p <= 100:
-        raise ConfigError(
-            f"analysis.intervene.p={p} must be in (0, 100] (percent of each round's "
-            "negative-influence records the influence arm drops)"
-        )
+    intervene_share(cfg)
 
 
 @register("intervene", check=check_intervene)
 def intervene(cfg: DictConfig) -> pd.DataFrame:
-    return analyse_rounds(cfg, "intervene", intervene_rounds(cfg), intervene_round, p_variant(cfg.analysis.intervene.p))
+    return analyse_rounds(cfg, "intervene", intervene_rounds(cfg), intervene_round, p_variant(intervene_share(cfg)))

@@ -19,12 +19,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlinfluence.config.choices import ConfigError
-from rlinfluence.config.validation import check_writable
+from rlinfluence.choices import ConfigError
+from rlinfluence.config.compose import default_config
+from rlinfluence.config.paths import check_writable
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import load_snapshot, write_bytes, write_json
+from rlinfluence.run.identity import UNSET, digest, flatten, non_default_settings
 from rlinfluence.run.lifecycle import start_training
 from rlinfluence.selection import Selection
 
@@ -97,18 +99,14 @@ def analysis_identity(cfg: DictConfig, analysis: str, variant: str = "") -> dict
     `analysis.<name>.*` settings that differ from their defaults; `config_hash` is taken of both. The seed
     is the file's (and the run dir's), so one figure's seeds share a hash."""
     run_cfg = standard_run_config(cfg)
-    own = rundir.flatten({f"analysis.{analysis}": OmegaConf.to_container(cfg.analysis[analysis], resolve=True)})
-    defaults = rundir.flatten(
-        {
-            f"analysis.{analysis}": OmegaConf.to_container(
-                rundir.default_config(run_cfg).analysis[analysis], resolve=True
-            )
-        }
+    own = flatten({f"analysis.{analysis}": OmegaConf.to_container(cfg.analysis[analysis], resolve=True)})
+    defaults = flatten(
+        {f"analysis.{analysis}": OmegaConf.to_container(default_config(run_cfg).analysis[analysis], resolve=True)}
     )
     settings = {
         "protocol": rundir.protocol_tag(run_cfg),
-        **rundir.non_default_settings(run_cfg),
-        **{key: value for key, value in own.items() if value != defaults.get(key, rundir.UNSET)},
+        **non_default_settings(run_cfg),
+        **{key: value for key, value in own.items() if value != defaults.get(key, UNSET)},
     }
     return {
         "analysis": analysis,
@@ -117,7 +115,7 @@ def analysis_identity(cfg: DictConfig, analysis: str, variant: str = "") -> dict
         "optimizer": cfg.optimizer.name,
         "seed": cfg.seed,
         "run": str(rundir.relative_run_dir(run_cfg).parent),
-        "config_hash": rundir.digest(settings),
+        "config_hash": digest(settings),
         "non_default": settings,
     }
 

@@ -47,8 +47,8 @@ from rlinfluence.analyses.standard_run import (
     every_round_if_empty,
     standard_run_config,
 )
-from rlinfluence.config.choices import ConfigError
-from rlinfluence.config.validation import check_action_target
+from rlinfluence.choices import ConfigError
+from rlinfluence.control.fit import check_action_target
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env, space_shape

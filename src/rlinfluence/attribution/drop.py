@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rlinfluence.selection import AUTO, Attribute, DropMostNegative, DropRandom, KeepAll, SelectionMethod, check_share
+from rlinfluence.selection import Attribute, DropMostNegative, DropRandom, KeepAll, SelectionMethod
+from rlinfluence.share import FilterShare
 
 # mode -> the selection method at p: IIF, as many records dropped at random, or attribution only
 DROP_MODES = {
@@ -23,8 +24,8 @@ def check_drop_settings(mode: str, p: float | str) -> SelectionMethod:
     if mode not in DROP_MODES:
         raise ValueError(f"mode={mode!r} is not one of: {', '.join(DROP_MODES)}")
     auto = mode in AUTO_MODES
-    check_share("p", p, auto, "" if auto else f"; p=auto is for mode={', '.join(AUTO_MODES)}")
-    return DROP_MODES[mode](p)
+    share = FilterShare.parse(p, "p", auto, "" if auto else f"; p=auto is for mode={', '.join(AUTO_MODES)}")
+    return DROP_MODES[mode](share)
 
 
 def check_scores(scores: npt.ArrayLike) -> np.ndarray:
@@ -55,7 +56,7 @@ def drop_set(
     `random`: as many ids drawn uniformly with `rng` (default: a fresh unseeded one); `none`: no id."""
     method = check_drop_settings(mode, p)
     checked = check_scores(scores)
-    if p == AUTO and attribute is None:
+    if isinstance(method, DropMostNegative) and method.p.is_auto and attribute is None:
         raise ValueError(
             "p='auto' needs attribute=functools.partial(record_influence, policy, module, records) "
             "(it scores the records on held-out halves of the buffer)"

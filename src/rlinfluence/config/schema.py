@@ -10,6 +10,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from rlinfluence.envs.make import from_spaces
+
 # Re-exported: most modules take the config's errors and choice helpers from here.
 
 
@@ -382,8 +384,6 @@ ConfigStore.instance().store(name="config_schema", node=Config)
 def _from_spaces(key: str, *, _root_: DictConfig) -> list[str] | str:
     """`${from_spaces:wrappers}`, `${from_spaces:network.kind}` (conf/env/gym.yaml): env.<key> as env.id's
     spaces call for it (envs/make.py's rule)."""
-    from rlinfluence.envs.make import from_spaces  # here, not at the top: envs.make imports this module
-
     return from_spaces(key, _root_.env)
 
 

@@ -18,11 +18,6 @@ from rlinfluence.envs.make import make_env, to_env_action
 from rlinfluence.seeding import child_stream, torch_generator
 
 
-def is_eval_round(k: int, every: int, rounds: int) -> bool:
-    """Rounds that are evaluated: every `eval.every`-th, and always the last (the final test return)."""
-    return k % every == 0 or k == rounds
-
-
 class Evaluator:
     def __init__(self, env_cfg: EnvConfig, eval_cfg: EvalConfig, seed_seq: np.random.SeedSequence):
         self.episodes = eval_cfg.episodes

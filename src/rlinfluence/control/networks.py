@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.config.choices import chosen
+from rlinfluence.choices import chosen
 from rlinfluence.config.schema import NetworkConfig
 from rlinfluence.envs.make import space_shape
 

@@ -9,17 +9,17 @@ from typing import Any, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError, require_one_of
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.config.validation import check_action_target, check_env, require_one_of
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.evaluation import Evaluator
+from rlinfluence.control.fit import check_action_target, check_env
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.corruption import ADVANTAGE_SIGN, REWARD, negate_planted_advantages, planted_records
 from rlinfluence.envs.make import space_shape
 from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.run.logger import COLUMNS
+from rlinfluence.round import COLUMNS
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Attribute, Influence, Selection, make_selection
 from rlinfluence.targets import TARGETS as CONTROL_TARGETS, make_target
@@ -72,7 +72,7 @@ class Trainer:
         self.target = make_target(cfg.target, space_shape(self.envs.observation_space))
         self.method = make_selection(cfg)
 
-    # The stages of a round (agents.Agent), each on its own so the analyses (analyses/) can rerun a
+    # The stages of a round (round.Agent), each on its own so the analyses (analyses/) can rerun a
     # round's update from the same state with another selection.
 
     def state_fields(self) -> dict[str, float]:

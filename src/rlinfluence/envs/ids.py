@@ -1,5 +1,5 @@
 """Env ids that name the same simulator as another id, so that a run made under one counts as made under
-the other (run/rundir.py's identity check) and a command may still give the older one.
+the other (run/identity.py's check) and a command may still give the older one.
 
 - Our simulators' modules moved into envs/ (the package's layer folders): `rlinfluence.highway:<id>` is
   `rlinfluence.envs.highway:<id>` and `rlinfluence.minigrid_view:<id>` is `rlinfluence.envs.minigrid_view:<id>`.

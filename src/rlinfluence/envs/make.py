@@ -1,22 +1,45 @@
 """Environment construction from config: a gymnasium id, its kwargs, and named wrappers.
 
 Env-specific preprocessing lives here as wrappers listed in `conf/env/*.yaml`, so the round loop
-never asks which env it runs.
+never asks which env it runs. `env_cfg` is the config's `env` node (config/schema.py's EnvConfig), typed by what
+this module reads of it (`EnvSettings`): envs/ sits below config/, whose `${from_spaces:...}` resolver calls
+this module's rule.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
 from omegaconf import OmegaConf
 
-from rlinfluence.config.choices import chosen, require_one_of
-from rlinfluence.config.schema import EnvConfig
+from rlinfluence.choices import chosen, require_one_of
 from rlinfluence.envs.ids import current_id
+
+
+class EnvSettings(Protocol):
+    """What envs/ reads of the env settings (config/schema.py's EnvConfig has these fields)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def make_kwargs(self) -> Mapping[str, Any]: ...
+
+    @property
+    def train_make_kwargs(self) -> Mapping[str, Any]: ...
+
+    @property
+    def wrappers(self) -> Sequence[str]: ...
+
+    @property
+    def state_key(self) -> str | None: ...
+
+    @property
+    def atari(self) -> Any: ...  # the atari wrapper's settings (config/schema.py's AtariConfig), or None
 
 
 class OneHotObservation(gym.ObservationWrapper):
@@ -45,21 +68,21 @@ class ChannelFirstImage(gym.ObservationWrapper):
         return np.ascontiguousarray(observation.transpose(2, 0, 1))
 
 
-def _one_hot(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+def _one_hot(env: gym.Env, env_cfg: EnvSettings) -> gym.Env:
     return OneHotObservation(env)
 
 
-def _channel_first(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+def _channel_first(env: gym.Env, env_cfg: EnvSettings) -> gym.Env:
     return ChannelFirstImage(env)
 
 
-def _minigrid_image(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+def _minigrid_image(env: gym.Env, env_cfg: EnvSettings) -> gym.Env:
     from minigrid.wrappers import ImgObsWrapper
 
     return ChannelFirstImage(ImgObsWrapper(env))
 
 
-def _atari(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
+def _atari(env: gym.Env, env_cfg: EnvSettings) -> gym.Env:
     """The standard Atari preprocessing (Mnih et al. 2015; rl-zoo's AtariWrapper + frame_stack), with
     env.atari's settings: no-op starts, frame skip with max-pooling, square grayscale frames, stacked,
     uint8, channel-first. The env must not skip frames itself (use the *NoFrameskip-v4 ids)."""
@@ -79,7 +102,7 @@ def _atari(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
 
 
 # env.wrappers: each name's wrapper, applied in the listed order
-WRAPPERS: dict[str, Callable[[gym.Env, EnvConfig], gym.Env]] = {
+WRAPPERS: dict[str, Callable[[gym.Env, EnvSettings], gym.Env]] = {
     "one_hot": _one_hot,
     "minigrid_image": _minigrid_image,
     "atari": _atari,
@@ -87,7 +110,7 @@ WRAPPERS: dict[str, Callable[[gym.Env, EnvConfig], gym.Env]] = {
 }
 
 
-def chosen_make_kwargs(env_cfg: EnvConfig, collection: bool = False) -> Any:
+def chosen_make_kwargs(env_cfg: EnvSettings, collection: bool = False) -> Any:
     """env.make_kwargs; the collection env's have env.train_make_kwargs merged over them (evaluation keeps
     env.make_kwargs)."""
     if not (collection and env_cfg.train_make_kwargs):
@@ -96,7 +119,7 @@ def chosen_make_kwargs(env_cfg: EnvConfig, collection: bool = False) -> Any:
     return OmegaConf.merge(*(OmegaConf.to_container(given, resolve=True) for given in kwargs))
 
 
-def make_env(env_cfg: EnvConfig, wrappers: list[str] | None = None, collection: bool = False) -> gym.Env:
+def make_env(env_cfg: EnvSettings, wrappers: list[str] | None = None, collection: bool = False) -> gym.Env:
     """env.id made with its make kwargs (`chosen_make_kwargs`), then wrapped in `wrappers` (default:
     env.wrappers)."""
     env = gym.make(current_id(env_cfg.id), **dict(chosen_make_kwargs(env_cfg, collection)))
@@ -108,7 +131,7 @@ def make_env(env_cfg: EnvConfig, wrappers: list[str] | None = None, collection: 
 _spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
 
 
-def built_spaces(env_cfg: EnvConfig, wrappers: list[str], collection: bool = False) -> tuple[gym.Space, gym.Space]:
+def built_spaces(env_cfg: EnvSettings, wrappers: list[str], collection: bool = False) -> tuple[gym.Space, gym.Space]:
     """The observation and action spaces of env.id made with its make kwargs (`chosen_make_kwargs`) and
     `wrappers` (built, not stepped; once a process per setting, so a sweep builds each env once). Raises
     what the env raises."""
@@ -157,7 +180,7 @@ def fitting_network(observations: gym.Space) -> str:
     return "nature_cnn" if min(space_shape(observations)[1:]) >= NATURE_CNN_MIN_SIDE else "cnn"
 
 
-def from_spaces(key: str, env_cfg: EnvConfig) -> list[str] | str:
+def from_spaces(key: str, env_cfg: EnvSettings) -> list[str] | str:
     """env.<key> (`wrappers` or `network.kind`) as env.id's spaces call for it. An env that cannot be made
     gets the schema's defaults: validation (check_env) then makes it again and says why in one line."""
     require_one_of("from_spaces' key", key, ("wrappers", "network.kind"))
@@ -214,7 +237,7 @@ STATE_SETTERS: dict[str, Callable[[gym.Env, int], None]] = {
 }
 
 
-def state_key_function(env_cfg: EnvConfig) -> Callable[[gym.Env], int] | None:
+def state_key_function(env_cfg: EnvSettings) -> Callable[[gym.Env], int] | None:
     """The env's state-key function, or None when it exposes no discrete state."""
     if env_cfg.state_key is None:
         return None

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rlinfluence.config.choices import ConfigError
-from rlinfluence.config.paths import REPO_ROOT
-from rlinfluence.config.validation import check_writable
+from rlinfluence.choices import ConfigError
+from rlinfluence.config.paths import REPO_ROOT, check_writable
 from rlinfluence.figures.experiment import EnvComparison, check_experiment, experiment_figures
 from rlinfluence.figures.regenerate import (
     MADE,

@@ -18,9 +18,9 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from rlinfluence.analyses.standard_run import ANALYSES, analysis_identity
+from rlinfluence.config.compose import compose_config
 from rlinfluence.figures.gather import difference, read_identity
 from rlinfluence.figures.requirements import FigureData, Output, RestrictableByEnvs
-from rlinfluence.run.rundir import compose_config
 
 
 @cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rlinfluence.run.rundir import preset
+from rlinfluence.config.compose import preset
 
 
 def iif_p(env: str) -> float:

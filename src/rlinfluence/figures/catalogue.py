@@ -53,12 +53,12 @@ from rlinfluence.figures.tables import (
     table4_final_return_ci,
     table5_runtime,
 )
-from rlinfluence.run.rundir import CLEAN, PAPER
+from rlinfluence.run.identity import CLEAN, PAPER
 
 # The main comparison's envs but Highway and BipedalWalker, whose evaluation cadence the table was made to
 # choose (docs/reproduction.md, "Evaluation cadence").
 CADENCE_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander")
-# Each part of the authors' collection alone (rundir.PROTOCOL_SWITCHES names). FrozenLake always
+# Each part of the authors' collection alone (identity.PROTOCOL_SWITCHES names). FrozenLake always
 # starts in the same state, so repeating the seeded starts alone changes nothing there.
 COLLECTION_PARTS = {"acrobot": ("abandon", "samestarts", "samenoise"), "frozenlake": ("abandon", "samenoise")}
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rlinfluence import metrics
+from rlinfluence.config.compose import compose_config
 from rlinfluence.figures import paper
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.pairings import pick
 from rlinfluence.figures.quantities import curve, final_return
 from rlinfluence.figures.requirements import Output
-from rlinfluence.run.rundir import compose_config
 
 
 @dataclass(frozen=True)

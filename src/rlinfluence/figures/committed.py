@@ -1,6 +1,6 @@
 """The committed data under paper_figures/data/: what each `config_hash` stands for, and how a refresh writes.
 
-A config_hash is 6 hex digits of a run's non-default settings (run/rundir.py), which cannot be read back from
+A config_hash is 6 hex digits of a run's non-default settings (run/identity.py), which cannot be read back from
 it. `<data_dir>/settings.json` keeps them: {config_hash: {dotted key: value}}, `identity.json`'s
 `non_default` of the runs (or analyses) committed with that hash, so that a refusal can name the setting
 that differs. A refresh adds the hashes of what it commits; `paper_figures/backfill_config_hash.py` wrote
@@ -21,8 +21,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from rlinfluence.config.compose import default_config
 from rlinfluence.run.checkpoint import write_bytes, write_json
-from rlinfluence.run.rundir import IDENTITY, UNSET, default_config, default_settings, flatten
+from rlinfluence.run.identity import IDENTITY, UNSET, default_settings, flatten
 
 SETTINGS = "settings.json"
 REPLACE_KEY = "figures.replace"

@@ -15,7 +15,7 @@ import pandas as pd
 from rlinfluence.figures.arms import Arm
 from rlinfluence.figures.overlays import Overlay, overlay
 from rlinfluence.figures.requirements import FigureData, RestrictableByEnvs
-from rlinfluence.run.rundir import CLEAN
+from rlinfluence.run.identity import CLEAN
 
 # The committed runs' evaluation where it is cheaper than the paper's (env.eval_episodes every round), the same
 # for every arm and seed of an env (docs/reproduction.md, "Evaluation episodes", "Evaluation cadence").

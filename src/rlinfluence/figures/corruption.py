@@ -38,8 +38,8 @@ from rlinfluence.figures.runs import (
     single_csv_writes,
 )
 from rlinfluence.run.checkpoint import CORRUPTION
+from rlinfluence.run.identity import CLEAN
 from rlinfluence.run.logger import DETECTION
-from rlinfluence.run.rundir import CLEAN
 
 DETECTION_CSV = Path("corruption") / "detection.csv"
 DETECTION_COLUMNS = RUN_COLUMNS + ["round", *DETECTION]

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from scipy.stats import spearmanr
 
+from rlinfluence.config.compose import preset
 from rlinfluence.config.schema import DiagnoseConfig
 from rlinfluence.envs.make import STATE_SETTERS, make_env
 from rlinfluence.figures import paper
@@ -18,7 +19,6 @@ from rlinfluence.figures.analysis_data import AnalysisData
 from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import Output
-from rlinfluence.run.rundir import preset
 
 DIAGNOSED_ROUND = 5  # the paper's k for Fig. 3
 FIG8_ROUNDS = tuple(DiagnoseConfig().rounds)  # the rounds task=diagnose looks into unless told: Fig. 8's

@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.figures.arms import STANDARD
 from rlinfluence.figures.committed import REPLACE_KEY
 from rlinfluence.figures.control_runs import run_name

@@ -31,7 +31,7 @@ from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, final_return
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import FigureData, Output, Requirement, RestrictableByEnvs
-from rlinfluence.run.rundir import CLEAN, PAPER
+from rlinfluence.run.identity import CLEAN, PAPER
 
 AUTHORS = "authors"  # experiment and protocol of paper_figures/data/authors.csv
 FIDELITY_ENVS = ("minigrid", "lunarlander")  # the envs the authors' release covers

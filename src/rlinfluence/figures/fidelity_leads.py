@@ -26,6 +26,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
+from rlinfluence.config.compose import preset
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, RANDOM, STANDARD
 from rlinfluence.figures.control_runs import CPU_EVALUATION, ArmRuns, Runs
@@ -47,7 +48,7 @@ from rlinfluence.figures.render import Section
 from rlinfluence.figures.requirements import FigureData, Output
 from rlinfluence.figures.sb3_dropin import SB3, SB3_NO_CLIPPING, SB3_NO_CLIPPING_RUNS, SB3_RUNS
 from rlinfluence.metrics import TRAINING_TIME_COLUMNS
-from rlinfluence.run.rundir import CLEAN, preset
+from rlinfluence.run.identity import CLEAN
 
 NOT_RUN = "not run yet"
 TRAIN_ENV, EVAL_NOISE = "fidelity_train_env", "eval_noise"  # the leads' overlays (conf/experiment/)

@@ -14,6 +14,7 @@ from rlinfluence.figures.arms import iif_p
 from rlinfluence.figures.control_runs import CPU_EVALUATION
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import Output
+from rlinfluence.share import FilterShare
 
 ARM_LABELS = {"influence": "drop all negative influence", "random": "drop as many at random"}
 
@@ -122,7 +123,7 @@ def _intervened_at_iif_p(envs: tuple[str, ...]) -> AnalysisData:
         env_overrides=tuple(
             (env, f"{episodes.get(env, '')} analysis.intervene.p={iif_p(env):g}".strip()) for env in envs
         ),
-        variants=tuple((env, p_variant(iif_p(env))) for env in envs),
+        variants=tuple((env, p_variant(FilterShare(iif_p(env)))) for env in envs),
     )
 
 

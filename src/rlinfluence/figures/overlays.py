@@ -13,8 +13,9 @@ from typing import cast
 from hydra import compose
 from omegaconf import OmegaConf
 
+from rlinfluence.config.compose import composing
 from rlinfluence.launch.manifest import expand_sweep
-from rlinfluence.run.rundir import composing, protocol_tag
+from rlinfluence.run.rundir import protocol_tag
 
 
 @dataclass(frozen=True)

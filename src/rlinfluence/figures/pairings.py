@@ -15,7 +15,7 @@ from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import efficiency
 from rlinfluence.figures.requirements import Output
-from rlinfluence.run.rundir import CLEAN
+from rlinfluence.run.identity import CLEAN
 
 
 @dataclass(frozen=True)

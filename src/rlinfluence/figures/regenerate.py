@@ -9,7 +9,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.catalogue import OUTPUTS
 from rlinfluence.figures.committed import REPLACE_KEY, Refresh

@@ -35,8 +35,8 @@ from rlinfluence.figures.runs import (
     settings_hash,
     single_csv_writes,
 )
+from rlinfluence.run.identity import IDENTITY
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
-from rlinfluence.run.rundir import IDENTITY
 
 LM_CSV = Path("lm") / "runs.csv"
 RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "config_hash", "seed"]  # as runs.py

@@ -24,13 +24,13 @@ from rlinfluence.figures.committed import (
     load_settings,
     run_settings,
 )
-from rlinfluence.run.checkpoint import RunDirError, write_bytes, write_json
+from rlinfluence.run.checkpoint import DONE, RunDirError, write_bytes, write_json
+from rlinfluence.run.identity import IDENTITY
 from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
-from rlinfluence.run.rundir import DONE, IDENTITY
 
 log = logging.getLogger(__name__)
 
-# config_hash is the run dir's hash of its non-default settings (run/rundir.py), DEFAULT_SETTINGS when there
+# config_hash is the run dir's hash of its non-default settings (run/identity.py), DEFAULT_SETTINGS when there
 # are none; empty for rows committed before the tidy CSVs carried it (their run dirs are gone).
 RUN_COLUMNS = ["experiment", "env", "method", "method_tag", "p", "optimizer", "protocol", "config_hash", "seed"]
 DEFAULT_SETTINGS = "default"

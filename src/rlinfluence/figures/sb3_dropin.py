@@ -17,7 +17,7 @@ from rlinfluence.figures.fidelity import ExternalRuns, Sources, paper_row, se_pe
 from rlinfluence.figures.formatting import MISSING_CELL
 from rlinfluence.figures.requirements import Output
 from rlinfluence.figures.runs import SB3_EXPERIMENT
-from rlinfluence.run.rundir import CLEAN
+from rlinfluence.run.identity import CLEAN
 
 SB3 = SB3_EXPERIMENT  # experiment and protocol of paper_figures/data/sb3.csv
 # The protocol of its runs without gradient clipping (max_grad_norm = inf, as the authors' patched SB3; issue 42)

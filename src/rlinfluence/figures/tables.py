@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 
 from rlinfluence import metrics
-from rlinfluence.control.evaluation import is_eval_round
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import ADAM_ARMS, IIF, IIF_AT_P, STANDARD, Arm
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL, in_paper_env_order, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, final_return, runtime_per_seed
 from rlinfluence.figures.requirements import Output
+from rlinfluence.round import is_eval_round
 
 SE_NOTE = (
     "Each seed is compared with standard PPO of the same seed, then mean ± std over seeds. "

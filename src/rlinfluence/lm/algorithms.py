@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.config.choices import ConfigError, require_one_of
+from rlinfluence.choices import ConfigError, require_one_of
 from rlinfluence.config.schema import GRPOConfig
 from rlinfluence.lm import grpo
 from rlinfluence.lm.influence import record_loss_fn

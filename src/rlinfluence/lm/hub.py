@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
 
 MODEL, DATASET = "model", "dataset"
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rlinfluence.config.choices import chosen
+from rlinfluence.choices import chosen
 from rlinfluence.lm.policy import Policy
 from rlinfluence.lm.ppo import masked_mean, record_losses
 from rlinfluence.lm.rollout import Sequences

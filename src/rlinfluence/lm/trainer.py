@@ -28,8 +28,7 @@ import torch
 import transformers
 from omegaconf import DictConfig
 
-from rlinfluence.config.choices import ConfigError
-from rlinfluence.config.validation import require_one_of
+from rlinfluence.choices import ConfigError, require_one_of
 from rlinfluence.corruption import planted_records
 from rlinfluence.lm import hub
 from rlinfluence.lm.algorithms import ALGORITHMS
@@ -40,23 +39,31 @@ from rlinfluence.lm.ppo import sequence_kl
 from rlinfluence.lm.prompts import TINY, load_prompts
 from rlinfluence.lm.reward import make_reward, make_toxicity
 from rlinfluence.lm.rollout import Sequences, generate, pack
-from rlinfluence.run.logger import COLUMNS, LM_COLUMNS
+from rlinfluence.round import COLUMNS
 from rlinfluence.seeding import child_stream, numpy_generator, round_seed, spawn_streams, torch_generator
-from rlinfluence.selection import AUTO, Influence, Selection, make_selection
+from rlinfluence.selection import SELECTION_METHODS, Influence, Selection, make_selection
+from rlinfluence.share import FilterShare
 from rlinfluence.update import make_optimizer
+
+# The language-model agent's metrics.csv columns beyond the round's (round.COLUMNS): test toxicity, the KL
+# controller, and the forward passes' time (Table 6 splits a round into generation & scoring, forward, influence,
+# update).
+LM_COLUMNS = ["test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl", "time_forward"]
 
 
 class LMTrainer:
     columns = COLUMNS + LM_COLUMNS
     TARGETS = tuple(TARGET_LOSSES)
-    METHODS = ("ppo", "iif", "random")  # the methods that need no more of a record than its influence
 
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
         require_one_of("target.name", cfg.target.name, cls.TARGETS)
-        require_one_of("method.name", cfg.method.name, cls.METHODS)
-        if cfg.method.p == AUTO:
-            raise ConfigError(f"method.p=auto is for the control envs; env={cfg.env.name} needs a number in (0, 100]")
+        # the methods that read no more of a record than its influence (SelectionMethod.any_agent)
+        require_one_of("method.name", cfg.method.name, [name for name, m in SELECTION_METHODS.items() if m.any_agent])
+        if cfg.method.name != "ppo":  # p=auto chooses counts on held-out returns, which the control envs have
+            FilterShare.parse(
+                cfg.method.p, "method.p", note=f"; p=auto is for the control envs, not env={cfg.env.name}"
+            )
         if cfg.model is None:
             raise ConfigError(f"env={cfg.env.name} needs a policy model: model=<name> (conf/model/)")
         require_one_of("model.dtype", cfg.model.dtype, tuple(DTYPES))
@@ -185,7 +192,7 @@ class LMTrainer:
         direction = target_gradient(self.policy, val, self.cfg.target.name, chunk)
         return sequence_scores(self.policy, batch, direction, self.algorithm.record_loss, chunk).cpu().numpy()
 
-    # ------------------------------------------------------------------ the round loop's interface (agents.Agent)
+    # ------------------------------------------------------------------ the round loop's interface (round.Agent)
 
     def state_fields(self) -> dict[str, float]:
         return {"kl_coef": self.algorithm.kl_coef}

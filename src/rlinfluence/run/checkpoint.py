@@ -16,6 +16,8 @@ import torch
 
 CHECKPOINT, METRICS, SUMMARY = "checkpoint.pt", "metrics.csv", "summary.json"
 CORRUPTION = "corruption.jsonl"  # planted records (corruption.py): per round, which, and how well they were found
+DONE = "DONE"  # written last: the run finished
+RESULTS = (CHECKPOINT, METRICS, CORRUPTION, SUMMARY, DONE)  # what makes a run dir more than an empty folder
 SNAPSHOTS = "snapshots"  # checkpoint.snapshots=true: snapshots/round<k>.pt, the checkpoint as it was after round k
 RESTART = "force=true restarts the run from scratch, deleting its results"
 

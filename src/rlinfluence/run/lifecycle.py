@@ -12,9 +12,11 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.config.compose import preset
 from rlinfluence.config.schema import OptimizerConfig
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import SUMMARY
+from rlinfluence.run.identity import check_identity, write_identity
 from rlinfluence.run.loop import Resume, read_resume, reset_run, train
 
 
@@ -22,7 +24,7 @@ def check_run(cfg: DictConfig, run_dir: Path) -> Resume | None:
     """Every check that can refuse a training command on its run dir (made with other settings, files
     unreadable), before its first write: what the run resumes from, None when it has finished."""
     if not cfg.force:
-        rundir.check_identity(run_dir, cfg)
+        check_identity(run_dir, cfg)
         if rundir.is_done(run_dir):
             return None
     return Resume() if cfg.force else read_resume(run_dir)
@@ -46,7 +48,7 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
     rundir.create_run_dir(run_dir, cfg.runs_root)
     if cfg.force:
         reset_run(run_dir)
-    rundir.write_identity(run_dir, cfg)
+    write_identity(run_dir, cfg)
     record_invocation(cfg, run_dir)
     announce_env_optimizer(cfg)
     if resume.checkpoint is None:  # a resume names its run dir as it loads the checkpoint (run/loop.py)
@@ -63,7 +65,7 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
 def announce_env_optimizer(cfg: DictConfig) -> None:
     """BipedalWalker and Pong switch from the default optimizer to Adam (their paper settings): say so on
     the console when the run trains with its env's choice."""
-    env_choice = rundir.preset(cfg.env.name).optimizer.name
+    env_choice = preset(cfg.env.name).optimizer.name
     if cfg.optimizer.name == env_choice != OptimizerConfig.name:
         print(
             f"rlinfluence: env={cfg.env.name} trains with optimizer={cfg.optimizer.name}, as its config "

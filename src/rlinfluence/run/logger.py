@@ -21,35 +21,9 @@ from typing import Any, TextIO, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.round import COLUMNS
 from rlinfluence.run.checkpoint import CORRUPTION, METRICS, unreadable
 
-COLUMNS = [
-    "round",
-    "env_steps",
-    "test_return",
-    "test_return_sem",
-    "eval_episodes",
-    "train_return",
-    "n_records",
-    "n_kept",
-    "n_negative",
-    "kept_fraction",
-    "gradient_steps",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "time_collect",
-    "time_influence",
-    "time_select",
-    "time_update",
-    "time_eval",
-    "influence_step_spearman",  # influence.checkpoints=every_step only
-]
-# The language-model agent's columns beyond those (lm/trainer.py): test toxicity, the KL controller, and
-# the forward passes' time (Table 6 splits a round into generation & scoring, forward, influence, update).
-LM_COLUMNS = ["test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl", "time_forward"]
 # A corrupted run's fields of each round (metrics.planted_detection), in corruption.jsonl and on W&B.
 DETECTION = ("n_planted", "precision", "recall", "auroc_influence", "auroc_advantage")
 # W&B panel sections, CleanRL style ("charts/...", "losses/...").

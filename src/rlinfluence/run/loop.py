@@ -14,10 +14,12 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.round import initial_row, run_round
-from rlinfluence.run.agents import Agent, make_agent
+from rlinfluence.round import Agent, initial_row, run_round
+from rlinfluence.run.agents import make_agent
 from rlinfluence.run.checkpoint import (
+    DONE,
     METRICS,
+    RESULTS,
     SNAPSHOTS,
     SUMMARY,
     load_checkpoint,
@@ -25,20 +27,12 @@ from rlinfluence.run.checkpoint import (
     save_snapshot,
     write_json,
 )
+from rlinfluence.run.identity import IDENTITY, config_hash
 from rlinfluence.run.interrupts import Interrupted, RunInterrupted, StopSignals
 from rlinfluence.run.logger import RunLogger, rows_to_resume
 from rlinfluence.run.provenance import merged_provenance, provenance
-from rlinfluence.run.rundir import (
-    DONE,
-    IDENTITY,
-    RESULTS,
-    config_hash,
-    env_folder,
-    method_tag,
-    protocol_tag,
-    run_leaf,
-)
-from rlinfluence.selection import numeric_p
+from rlinfluence.run.rundir import env_folder, method_tag, protocol_tag, run_leaf
+from rlinfluence.share import FilterShare
 
 
 def _summary(
@@ -49,7 +43,7 @@ def _summary(
         "env": env_folder(cfg),  # env=gym: the id, as the run dir names it, so that figures tell ids apart
         "method": cfg.method.name,
         "method_tag": method_tag(cfg.method),
-        "p": numeric_p(cfg.method.p),
+        "p": None if cfg.method.p is None else FilterShare.parse(cfg.method.p, "method.p", auto=True).percent,
         "optimizer": cfg.optimizer.name,
         "protocol": protocol_tag(cfg),
         "config_hash": config_hash(cfg),

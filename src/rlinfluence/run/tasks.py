@@ -20,7 +20,7 @@ TASK_MODULES = {
     "timeline": "rlinfluence.analyses.timeline",
     "counterfactual": "rlinfluence.analyses.counterfactual",
     "bottom_frames": "rlinfluence.analyses.bottom_frames",
-    "replay": "rlinfluence.run.replay",
+    "replay": "rlinfluence.replay",
 }
 TASKS: dict[str, Callable[[DictConfig], Any]] = {}
 TASK_CHECKS: dict[str, Callable[[DictConfig], None]] = {}

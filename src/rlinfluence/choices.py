@@ -1,4 +1,4 @@
-"""The ground floor of settings: the error a refused value raises and the closed-choice helpers.
+"""The ground floor: the error a refused setting raises, and the helpers that refuse one.
 
 It imports nothing (no Hydra, no OmegaConf, nothing of ours), so the library layer (rlinfluence.attribution,
 rlinfluence.sb3) can refuse bad input with the same one-line errors as the CLI without pulling the config.
@@ -12,6 +12,12 @@ from typing import Any, TypeVar
 
 class ConfigError(ValueError):
     """A config value that composes but cannot be run; the message is one line naming the key."""
+
+
+def require(ok: bool, message: str) -> None:
+    """Refuse a setting: ConfigError(`message`) unless `ok`."""
+    if not ok:
+        raise ConfigError(message)
 
 
 def require_one_of(key: str, value: Any, allowed: Iterable[str]) -> None:

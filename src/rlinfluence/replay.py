@@ -27,12 +27,14 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig
 
-from rlinfluence.config.choices import ConfigError
+from rlinfluence.choices import ConfigError
+from rlinfluence.config.compose import composing
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.overlays import overlay, overlay_names
 from rlinfluence.figures.regenerate import in_repo
 from rlinfluence.figures.runs import RUN_KEY, load_tidy
 from rlinfluence.run import rundir
+from rlinfluence.run.identity import CLEAN, UNSET, write_identity
 from rlinfluence.run.loop import Resume, train
 from rlinfluence.run.tasks import register
 
@@ -41,7 +43,7 @@ EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full 
 # The protocols (and experiments) of runs other code made: the authors' (benchmarks/authors_pipeline) and SB3's
 # (benchmarks/sb3_iif_study.py). Not ours to replay.
 NOT_OURS = ("authors", "sb3")
-# A replay's own settings, none of them result-affecting (rundir.NOT_RESULT_AFFECTING).
+# A replay's own settings, none of them result-affecting (identity.NOT_RESULT_AFFECTING).
 QUIET = ["logger=disabled", "progress=false"]
 
 
@@ -64,7 +66,7 @@ def run_path(run: pd.Series) -> str:
     """A committed run's run-dir path below runs_root, from its tidy row (rundir.run_leaf's parts)."""
     leaf = (
         [run.method_tag]
-        + ([run.protocol] if run.protocol != rundir.CLEAN else [])
+        + ([run.protocol] if run.protocol != CLEAN else [])
         + ([run.config_hash] if run.config_hash != "default" else [])
     )
     return f"{run.experiment}/{run.env}/{run.optimizer}/{'-'.join(leaf)}/seed{run.seed}"
@@ -83,7 +85,7 @@ def overlay_jobs(experiment: str) -> list[list[str]]:
 
 def setting_overrides(settings: dict[str, Any]) -> list[str]:
     """Hydra overrides that set each recorded setting ({dotted key: value}, settings.json's), or delete it."""
-    return [f"~{key}" if value == rundir.UNSET else f"++{key}={json.dumps(value)}" for key, value in settings.items()]
+    return [f"~{key}" if value == UNSET else f"++{key}={json.dumps(value)}" for key, value in settings.items()]
 
 
 def overrides_of(run: pd.Series, settings: dict[str, dict[str, Any]]) -> list[str]:
@@ -128,7 +130,7 @@ def replay_run(run: pd.Series, committed: pd.DataFrame, overrides: list[str], ro
         last = min(rounds, cfg.env.rounds)
         run_dir = rundir.run_dir(cfg)
         rundir.create_run_dir(run_dir, runs_root)
-        rundir.write_identity(run_dir, cfg)
+        write_identity(run_dir, cfg)
         train(cfg, run_dir, Resume(), last_round=last)
         replayed = pd.read_csv(run_dir / "metrics.csv")
     rows = committed.sort_values("round").iloc[: last + 1]
@@ -168,7 +170,7 @@ def replay_runs(cfg: DictConfig) -> list[ReplayResult]:
     tidy, settings = load_tidy(data_dir), load_settings(data_dir)
     rows_of = tidy.groupby(RUN_KEY)
     results = []
-    with rundir.composing():
+    with composing():
         for _, run in matching_runs(cfg, tidy).iterrows():
             overrides = overrides_of(run, settings)
             results.append(replay_run(run, rows_of.get_group(tuple(run[RUN_KEY])), overrides, cfg.replay.rounds))
