@@ -4,7 +4,7 @@
 
 Stepping: uniform random actions on the Highway preset's settings (conf/env/highway.yaml; its
 physics frequency replaced by each of --frequencies), stock and ours alternating in blocks of 100
-steps with the same seeds and actions. The trajectories are identical (tests/test_highway_speed.py),
+steps with the same seeds and actions. The trajectories are identical (tests/envs/test_highway_speed.py),
 so both simulate exactly the same scenes. Prints steps/s by wall clock and by this process's CPU
 time (the fairer figure on a shared core) and their ratio.
 --rounds: also one IIF round of the preset (2,048 records: collect, influence, select, update)

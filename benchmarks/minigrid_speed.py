@@ -4,7 +4,7 @@ src/rlinfluence/envs/minigrid_view.py), in one process.
     python benchmarks/minigrid_speed.py [--steps 5000] [--rounds library ours]
 
 Stepping: uniform random actions, both simulators alternating in blocks of 100 steps with the same
-seeds and actions (the trajectories are identical: tests/test_envs.py). Prints steps/s by wall clock
+seeds and actions (the trajectories are identical: tests/envs/test_envs.py). Prints steps/s by wall clock
 and by this process's CPU time and their ratio.
 --rounds: also one IIF round of the MiniGrid preset (2,048 records: collect, influence, select,
 update) and its evaluation at --episodes, on the simulators named (one torch thread).

@@ -1,7 +1,7 @@
 """The library's simulator against ours, in one process: what benchmarks/highway_speed.py and
 benchmarks/minigrid_speed.py share. Both simulators get the same seeds and uniform random actions,
 alternating in blocks, so a change in machine load hits both alike; the trajectories are identical
-(tests/test_highway_speed.py, tests/test_envs.py), so both simulate exactly the same episodes."""
+(tests/envs/test_highway_speed.py, tests/envs/test_envs.py), so both simulate exactly the same episodes."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ decides a trajectory as it is and drop only the overhead around it:
 
 `FastHighwayEnv` (registered as `rlinfluence.envs.highway:highway-v0-fast`) is highway-v0 with these
 parts; highway-env itself is not modified, and stock highway-v0 stays usable in the same process.
-tests/test_highway_speed.py checks the trajectories step by step against the library's;
+tests/envs/test_highway_speed.py checks the trajectories step by step against the library's;
 benchmarks/highway_speed.py measures the speed-up. Importing this module imports highway-env
 (and pandas): only `gym.make` of that id does.
 """

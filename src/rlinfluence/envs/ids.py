@@ -4,7 +4,7 @@ the other (run/identity.py's check) and a command may still give the older one.
 - Our simulators' modules moved into envs/ (the package's layer folders): `rlinfluence.highway:<id>` is
   `rlinfluence.envs.highway:<id>` and `rlinfluence.minigrid_view:<id>` is `rlinfluence.envs.minigrid_view:<id>`.
 - A library env id that a preset has since replaced by a simulator of ours which replays the library's env
-  step for step (observations, rewards, episode ends; tests/test_envs.py).
+  step for step (observations, rewards, episode ends; tests/envs/test_envs.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ size, a moved goal) starts a new one; the agent carrying something (impossible i
 to the library every time.
 
 Each `MiniGrid-Empty-*` id is registered again as `rlinfluence.envs.minigrid_view:<id>-fast` with the same
-arguments. tests/test_envs.py checks observations, rewards and episode ends step by step against the
+arguments. tests/envs/test_envs.py checks observations, rewards and episode ends step by step against the
 library's env; benchmarks/minigrid_speed.py measures the speed-up.
 """
 

@@ -1,7 +1,7 @@
 """Sweep manifests (launch/manifest.py, launch/slurm.py): expansion, file format, array splitting, skip-if-done.
 
 None of these need SLURM: `sbatch`/`scontrol` are replaced by small fakes where submission is tested.
-tests/test_slurm.py runs the same path against a real cluster.
+tests/launch/test_slurm.py runs the same path against a real cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from rlinfluence.launch import manifest as mf, slurm
 from rlinfluence.launch.manifest import ArrayChunk, Manifest, Run, compress_ranges, expand_sweep, split_into_arrays
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # tests/launch/ is two levels below the repo root
 SCRIPT = REPO / "sbatch" / "run_array.sbatch"
 
 

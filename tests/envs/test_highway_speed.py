@@ -84,7 +84,7 @@ def test_the_preset_runs_on_the_fast_simulator():
 # 10,000 steps at the preset's 5 Hz in four parts of 2,500 on distinct episodes (parallel runs can
 # take them apart), 1,000 at the paper's 15 Hz, and 1,000 in highway-v0's default traffic of 50 vehicles
 # (issue 42's standard arm collects there; a step costs about 5 times a 10-vehicle one): several minutes
-# of stock highway-env, so opt-in (`pytest -m long tests/test_highway_speed.py`); the first part is quick
+# of stock highway-env, so opt-in (`pytest -m long tests/envs/test_highway_speed.py`); the first part is quick
 # enough for every run.
 @pytest.mark.parametrize(
     "frequency,steps,first_episode,vehicles",

@@ -14,7 +14,7 @@ import pytest
 
 import rlinfluence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # tests/library/ is two levels below the repo root
 CONFIG_LIBRARIES = ("hydra", "omegaconf", "gymnasium")
 
 
