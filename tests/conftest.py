@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,6 +100,46 @@ def cli_refusal(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     return line
+
+
+# f_action's s* on FrozenLake: the start state, one-hot (target=action needs one).
+FROZENLAKE_STATE_0 = "target.state=[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"
+
+
+# The hint that ends the refusal of an env id whose spaces do not fit the preset (control/fit.py).
+FIT_HINT = (
+    "; use a preset whose spaces fit, or override env.make_kwargs/env.wrappers; for another Gymnasium env use "
+    "env=gym env.id=<id>"
+)
+
+
+def tiny(runs_root: Path, *overrides: str):
+    """`rlinfluence debug=smoke <overrides>` with its runs under `runs_root`."""
+    return compose_config(["debug=smoke", f"runs_root={runs_root}", *overrides])
+
+
+def rounds_in(path: Path) -> list[int]:
+    """The rounds a run's metrics.csv has rows for, in order."""
+    return [int(row["round"]) for row in metrics_rows(path)]
+
+
+def cli_run(runs_root: Path, *overrides: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`rlinfluence <overrides>` in a subprocess, quiet, its runs under `runs_root`."""
+    return subprocess.run(
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "rlinfluence",
+            *overrides,
+            f"runs_root={runs_root}",
+            "logger=disabled",
+            "progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def write_analyses(data_dir) -> None:

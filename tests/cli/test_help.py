@@ -1,0 +1,44 @@
+"""What the CLI shows (cli.py): `--help` names every task and option, and library notices meant for
+developers are not shown."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+from rlinfluence.cli import quiet_libraries
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.run.tasks import task_names
+
+
+def test_help_names_every_task_and_every_option_of_every_group():
+    result = subprocess.run(
+        [sys.executable, "-m", "rlinfluence", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and "README.md" in result.stdout and "--cfg job" in result.stdout
+    assert "ppo:" not in result.stdout  # the config dump stays behind --cfg
+    for task in task_names():
+        assert f"\n  {task} " in result.stdout, task
+    for group in Path(CONFIG_DIR).iterdir():
+        if group.is_dir() and group.name != "local":  # site settings, gitignored
+            assert f"\n  {group.name} " in result.stdout, group.name
+            for option in group.glob("*.yaml"):
+                assert option.stem in result.stdout, f"{group.name}={option.stem}"
+
+
+def test_library_notices_are_not_shown(caplog):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
+        quiet_libraries()
+        warnings.warn("transformers: `x` is deprecated", FutureWarning, stacklevel=1)
+        figure, axes = pyplot.subplots()
+        axes.bar(["1", "2"], [1, 2])  # strings that parse as numbers: matplotlib's categorical-units note
+        pyplot.close(figure)
+    assert not caught and "categorical units" not in caplog.text
