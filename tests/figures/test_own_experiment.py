@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_committed import COMMITTED, fingerprint, rlinfluence
-from test_figures import files, table, write_run
 
 from conftest import cli_refusal, compose_config, refusal
 from rlinfluence import metrics
 from rlinfluence.choices import ConfigError
 from rlinfluence.cli import run_task
 from rlinfluence.run.checkpoint import RunDirError
+from test_committed import COMMITTED, fingerprint, rlinfluence
+from test_figures import files, table, write_run
 
 ARMS = ("iif", "ppo")
 OUTPUTS = [
