@@ -18,11 +18,25 @@ from rlinfluence.metrics import auroc, planted_detection
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import COLUMNS
 from rlinfluence.run.checkpoint import CORRUPTION
-from rlinfluence.run.identity import check_identity, config_hash, result_settings, write_identity
+from rlinfluence.run.identity import (
+    check_identity,
+    config_hash,
+    digest,
+    non_default_settings,
+    result_settings,
+    write_identity,
+)
 from rlinfluence.run.loop import Resume, read_resume, train
 from rlinfluence.run.rundir import relative_run_dir
 
 CORRUPTED = ("corruption.kind=advantage_sign", "corruption.fraction=0.1")
+
+
+def planted(seed: int, k: int, n: int, fraction: float) -> torch.Tensor:
+    """planted_records of a fraction above 0: a draw, never None."""
+    draw = planted_records(seed, k, n, fraction)
+    assert draw is not None
+    return draw
 
 
 def corruption_rows(run_dir) -> list[dict]:
@@ -34,14 +48,14 @@ def corruption_rows(run_dir) -> list[dict]:
 
 @pytest.mark.parametrize("n,fraction", [(64, 0.1), (2048, 0.05), (7, 0.5), (10, 0.999)])
 def test_a_round_plants_exactly_round_fraction_n_records(n, fraction):
-    assert int(planted_records(3, 1, n, fraction).sum()) == round(fraction * n)
+    assert int(planted(3, 1, n, fraction).sum()) == round(fraction * n)
 
 
 def test_the_planted_records_are_a_function_of_seed_and_round_alone():
-    draw = planted_records(0, 4, 2048, 0.1)
-    assert torch.equal(draw, planted_records(0, 4, 2048, 0.1))  # a resumed round plants the same records
-    assert not torch.equal(draw, planted_records(0, 5, 2048, 0.1))
-    assert not torch.equal(draw, planted_records(1, 4, 2048, 0.1))
+    draw = planted(0, 4, 2048, 0.1)
+    assert torch.equal(draw, planted(0, 4, 2048, 0.1))  # a resumed round plants the same records
+    assert not torch.equal(draw, planted(0, 5, 2048, 0.1))
+    assert not torch.equal(draw, planted(1, 4, 2048, 0.1))
     assert planted_records(0, 4, 2048, 0.0) is None  # a clean run draws nothing
 
 
@@ -50,12 +64,12 @@ def test_planting_consumes_no_other_stream(tiny_config, env):
     """The corrupted run collects the clean run's rollout (same observations, actions, rewards) and
     differs from it in the planted records' advantages only."""
     clean, corrupted = (Trainer(tiny_config(f"env={env}", *extra)).collect(1) for extra in ((), CORRUPTED))
-    planted = corrupted.planted
-    assert clean.planted is None and int(planted.sum()) == round(0.1 * len(clean))
+    marked = corrupted.planted
+    assert clean.planted is None and marked is not None and int(marked.sum()) == round(0.1 * len(clean))
     for name in ("obs", "actions", "log_probs", "values", "rewards", "returns", "deltas"):
         assert torch.equal(getattr(clean, name), getattr(corrupted, name)), name
-    assert torch.equal(corrupted.advantages[planted], -clean.advantages[planted])
-    assert torch.equal(corrupted.advantages[~planted], clean.advantages[~planted])
+    assert torch.equal(corrupted.advantages[marked], -clean.advantages[marked])
+    assert torch.equal(corrupted.advantages[~marked], clean.advantages[~marked])
 
 
 # ----------------------------------------------------------------------------- the kinds
@@ -94,10 +108,11 @@ def test_reward_negates_the_planted_rewards_before_gae(tiny_config):
         Trainer(tiny_config("env=acrobot", *extra)).collect(1)
         for extra in ((), ("corruption.kind=reward", "corruption.fraction=0.25"))
     )
-    planted = corrupted.planted
-    assert torch.equal(corrupted.rewards, torch.where(planted, -clean.rewards, clean.rewards))
-    torch.testing.assert_close(corrupted.deltas, clean.deltas - 2 * clean.rewards * planted)
-    assert not torch.equal(corrupted.advantages[~planted], clean.advantages[~planted])  # GAE spreads it back
+    marked = corrupted.planted
+    assert marked is not None
+    assert torch.equal(corrupted.rewards, torch.where(marked, -clean.rewards, clean.rewards))
+    torch.testing.assert_close(corrupted.deltas, clean.deltas - 2 * clean.rewards * marked)
+    assert not torch.equal(corrupted.advantages[~marked], clean.advantages[~marked])  # GAE spreads it back
     torch.testing.assert_close(corrupted.returns, corrupted.advantages + corrupted.values)
     assert torch.equal(clean.obs, corrupted.obs) and torch.equal(clean.actions, corrupted.actions)
 
@@ -226,4 +241,8 @@ def test_no_corruption_keeps_every_run_dir_and_identity(tmp_path, preset):
     identity["settings"] = {k: v for k, v in result_settings(cfg).items() if not k.startswith("corruption.")}
     (tmp_path / "identity.json").write_text(json.dumps(identity))
     check_identity(tmp_path, cfg)  # the run predates the key: taken at its default
-    assert config_hash(compose_config([*preset, "corruption.fraction=0.1"])) is not None
+    # A fraction above 0 is a setting: the clean run's leaf with the hash of that one setting.
+    planted = compose_config([*preset, "corruption.fraction=0.1"])
+    assert non_default_settings(planted) == {"corruption.fraction": 0.1}
+    leaf = f"{relative_run_dir(cfg).parent.name}-{digest({'corruption.fraction': 0.1})}"
+    assert relative_run_dir(planted) == relative_run_dir(cfg).parent.with_name(leaf) / "seed0"

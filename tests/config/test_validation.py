@@ -7,8 +7,8 @@ import pytest
 
 from conftest import FIT_HINT, FROZENLAKE_STATE_0, compose_config, config_refusal, tiny
 from rlinfluence.choices import ConfigError
-from rlinfluence.run.identity import config_hash
-from rlinfluence.run.rundir import run_dir
+from rlinfluence.run.identity import digest, non_default_settings
+from rlinfluence.run.rundir import relative_run_dir, run_dir
 from rlinfluence.validation import validate
 
 
@@ -106,7 +106,9 @@ def test_a_path_a_task_would_write_under_a_file_is_refused_before_it_runs(tmp_pa
 def test_another_env_id_with_the_presets_spaces_is_accepted_and_hashed():
     cfg = compose_config(["env=acrobot", "env.id=CartPole-v1"])
     validate(cfg)
-    assert config_hash(cfg) is not None  # filed apart from the preset's own runs
+    # Filed apart from the preset's own runs: the id is the one setting that differs, hashed into the leaf.
+    assert non_default_settings(cfg) == {"env.id": "CartPole-v1"}
+    assert str(relative_run_dir(cfg)) == f"acrobot/sgd/iif-p50-{digest({'env.id': 'CartPole-v1'})}/seed0"
 
 
 def test_a_method_setting_the_method_does_not_read_is_a_one_line_warning(tmp_path, capsys):

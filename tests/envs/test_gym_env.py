@@ -16,7 +16,7 @@ from rlinfluence.control.fit import GYM_FIT_HINT
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import fitting_network, fitting_wrappers
 from rlinfluence.run import rundir
-from rlinfluence.run.identity import config_hash
+from rlinfluence.run.identity import config_hash, digest, non_default_settings
 
 
 def gym_config(tmp_path, env_id: str, *overrides: str):
@@ -79,8 +79,11 @@ def test_two_ids_never_share_a_run_dir():
 
 def test_the_default_id_and_settings_run_without_a_hash():
     cfg = compose_config(["env=gym", "env.id=Pendulum-v1"])
-    assert str(rundir.relative_run_dir(cfg)) == "gym-Pendulum-v1/sgd/iif-p50/seed0"
-    assert config_hash(compose_config(["env=gym", "env.id=Pendulum-v1", "env.rounds=2"])) is not None
+    assert config_hash(cfg) is None and str(rundir.relative_run_dir(cfg)) == "gym-Pendulum-v1/sgd/iif-p50/seed0"
+    # Another setting is hashed into the leaf; the id is not among the hashed ones (the folder names it).
+    rounds = compose_config(["env=gym", "env.id=Pendulum-v1", "env.rounds=2"])
+    assert non_default_settings(rounds) == {"env.rounds": 2}
+    assert str(rundir.relative_run_dir(rounds)) == f"gym-Pendulum-v1/sgd/iif-p50-{digest({'env.rounds': 2})}/seed0"
 
 
 def test_an_unregistered_id_is_refused_in_one_line_naming_env_id(tmp_path):

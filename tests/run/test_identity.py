@@ -12,7 +12,7 @@ import pytest
 from conftest import FROZENLAKE_STATE_0, compose_config, refusal, rounds_in, tiny
 from rlinfluence.cli import run_task
 from rlinfluence.run.checkpoint import RunDirError
-from rlinfluence.run.identity import check_identity, config_hash, non_default_settings, write_identity
+from rlinfluence.run.identity import check_identity, config_hash, digest, non_default_settings, write_identity
 from rlinfluence.run.rundir import relative_run_dir, run_dir
 
 
@@ -178,4 +178,4 @@ def test_new_keys_at_their_defaults_keep_every_existing_run(tmp_path, env, metho
 )
 def test_a_former_constant_set_otherwise_is_another_run(overrides, changed):
     cfg = compose_config(overrides)
-    assert config_hash(cfg) is not None and non_default_settings(cfg) == changed
+    assert non_default_settings(cfg) == changed and config_hash(cfg) == digest(changed)
