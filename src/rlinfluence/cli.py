@@ -20,6 +20,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
@@ -39,7 +40,9 @@ from rlinfluence.validation import validate
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
 
 
-def run_task(cfg: DictConfig, run_dir: Path | None = None) -> dict | None:
+# Any: train's summary (or None when already finished), else what the task returns (a DataFrame, replay
+# results, ...); the task registry (run/tasks.py) holds Callable[[DictConfig], Any].
+def run_task(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Validate, then dispatch on `task`. Separate from the Hydra wrapper so tests can call it; `run_dir`
     defaults to the config's own (tests pass a temporary one)."""
     validate(cfg)

@@ -64,10 +64,14 @@ def is_eval_round(k: int, every: int, rounds: int) -> bool:
 
 
 R = TypeVar("R", bound=Records)
+# What an agent's attribute stage gives its own update back: Influence, or an agent's richer kind (the control
+# agent's ControlInfluence carries every-step influence), so that update may ask for that kind.
+S = TypeVar("S", bound=Influence)
 
 
-class Agent(Protocol[R]):
-    """One run's trainer, on records of type R (control: `RolloutBuffer`; lm: `Sequences`)."""
+class Agent(Protocol[R, S]):
+    """One run's trainer, on records of type R (control: `RolloutBuffer`; lm: `Sequences`) and with influence
+    (its scores) of type S (control: `ControlInfluence`; lm: `Influence`)."""
 
     cfg: DictConfig
     columns: ClassVar[list[str]]  # its metrics.csv columns, in order
@@ -90,10 +94,10 @@ class Agent(Protocol[R]):
     def forward(self, k: int, records: R) -> dict[str, float]:
         """What the update needs of the records at θ_k that collecting did not compute; the row's fields."""
 
-    def attribute(self, k: int, records: R) -> Influence:
+    def attribute(self, k: int, records: R) -> S:
         """The records' influence at θ_k, when the method (or a measurement) needs it."""
 
-    def update(self, k: int, records: R, selection: Selection, influence: Influence) -> dict[str, float]:
+    def update(self, k: int, records: R, selection: Selection, influence: S) -> dict[str, float]:
         """Round k's update on the selected records; the row's fields (losses, gradient steps, ...)."""
 
     def train_return(self, records: R) -> float:

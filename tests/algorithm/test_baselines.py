@@ -95,6 +95,7 @@ def test_monte_carlo_advantages_on_a_real_frozenlake_buffer_match_a_plain_loop()
         running = rewards[t] + 0.99 * running * (1 - dones[t])
         returns[t] = running
     np.testing.assert_allclose(discounted_returns_to_go(buffer, 0.99), returns, rtol=1e-4, atol=1e-5)
+    assert buffer.state_keys is not None  # FrozenLake's
     states, actions = buffer.state_keys.numpy(), buffer.actions.numpy()
     expected = [
         returns[(states == s) & (actions == a)].mean() - returns[states == s].mean() for s, a in zip(states, actions)
@@ -139,7 +140,8 @@ def test_advantage_config_and_run_dir_tag():
     cfg = compose_config(["env=minigrid", "method=advantage", "method.variant=h2"])
     validate(cfg)
     method = make_selection(cfg)
-    assert (method.variant, method.p, method.gamma) == ("h2", 12.5, 0.99)  # the env's IIF p
+    assert isinstance(method, DropAdvantageMismatch)
+    assert (method.variant, method.p, method.gamma) == ("h2", FilterShare(12.5), 0.99)  # the env's IIF p
     # The figure code looks runs up by these tags.
     assert method_tag(cfg.method) == ADVANTAGE_H2.tag_for("minigrid") == "advantage-h2-p12.5"
     frozenlake = compose_config(["env=frozenlake", "method=advantage", "method.variant=h1"])
@@ -179,7 +181,7 @@ def test_td_error_keeps_every_record_and_the_update_samples_by_weight():
     assert method_tag(cfg.method) == TD_ERROR.tag_for("frozenlake") == "td_error"
     selection = make_selection(cfg).select(buffer, None, np.random.default_rng(0))
     assert isinstance(make_selection(cfg), TDErrorReweighting)
-    assert selection.keep.all() and selection.n_kept == 200
+    assert selection.keep.all() and selection.n_kept == 200 and selection.weights is not None
     assert selection.weights.sum() == pytest.approx(1.0) and selection.weights.argmax() == 17
     # One epoch = N ids drawn with replacement by weight, in minibatches of the usual size.
     rng = np.random.default_rng(0)

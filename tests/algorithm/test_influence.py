@@ -18,7 +18,7 @@ from rlinfluence.update import ppo_update
 
 N = 48
 
-ARCHITECTURES = {
+ARCHITECTURES: dict[str, tuple[gym.spaces.Box, gym.spaces.Space, NetworkConfig]] = {
     "mlp-categorical": (gym.spaces.Box(0, 1, (16,), np.float32), gym.spaces.Discrete(4), NetworkConfig()),
     "cnn-categorical": (
         gym.spaces.Box(0, 255, (3, 7, 7), np.uint8),
@@ -134,7 +134,7 @@ def test_adam_preconditioned_scores_match_an_explicit_computation(name):
         v_hat = state["exp_avg_sq"] / (1 - 0.999 ** int(state["step"]))  # torch's default β2
         by_hand[f"model.{n}"] = 1.0 / (torch.sqrt(v_hat) + 1e-5)
     preconditioner = adam_preconditioner(model, optimizer)
-    assert all(torch.allclose(preconditioner[k], p) for k, p in by_hand.items())
+    assert preconditioner is not None and all(torch.allclose(preconditioner[k], p) for k, p in by_hand.items())
     fast = influence_scores(model, buffer, ReturnTarget(), PPOConfig(), chunk_size=20, preconditioner=preconditioner)
     slow = reference_scores(model, buffer, ReturnTarget(), PPOConfig(), preconditioner=by_hand)
     assert (fast - slow).abs().max() <= 1e-5 * slow.abs().max()
@@ -184,7 +184,7 @@ def test_every_step_influence_matches_an_explicit_loop_over_the_update():
                 ppo.ent_coef,
             )[0]
             grads = torch.autograd.grad(loss, list(params.values()))
-            explicit[i] += lr * sum((g * t).sum() for g, t in zip(grads, target_grads)).item()
+            explicit[i] += lr * float(sum((g * t).sum() for g, t in zip(grads, target_grads)))
 
     stats = ppo_update(model, optimizer, buffer, Selection(np.ones(N, bool)), ppo, np.random.default_rng(0), both)
     assert stats["gradient_steps"] == 3 * N // 16

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from typing import Any
 
 import numpy as np
 import pytest
@@ -82,9 +83,10 @@ def trainer_and_buffer(tiny_config):
 
 
 def first_records(buffer: RolloutBuffer, n: int) -> RolloutBuffer:
-    return RolloutBuffer(
-        **{f.name: None if getattr(buffer, f.name) is None else getattr(buffer, f.name)[:n] for f in fields(buffer)}
-    )
+    columns: dict[str, Any] = {
+        f.name: None if getattr(buffer, f.name) is None else getattr(buffer, f.name)[:n] for f in fields(buffer)
+    }
+    return RolloutBuffer(**columns)
 
 
 @pytest.mark.parametrize("target", [EntropyTarget(), ReturnTarget(np.arange(0, 64, 3))], ids=["entropy", "subset"])
@@ -245,7 +247,7 @@ def test_each_variant_runs_through_the_round_loop(tmp_path, tiny_config, tag):
     rows = metrics_rows(tmp_path)[1:]
     for row in rows:
         n_negative, n_kept = int(float(row["n_negative"])), int(row["n_kept"])
-        most_dropped = n_negative if auto else n_to_drop(-np.ones(n_negative), 50)
+        most_dropped = n_negative if auto else n_to_drop(-np.ones(n_negative), FilterShare(50))
         assert 64 - most_dropped <= n_kept <= 64
         assert np.isfinite(float(row["policy_loss"])) and np.isfinite(float(row["test_return"]))
     assert json.loads((tmp_path / "summary.json").read_text()) == summary

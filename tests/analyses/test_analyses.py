@@ -57,6 +57,7 @@ def test_monte_carlo_true_advantage_converges_to_the_exact_one(tiny_config):
         trainer.model, cfg.env, buffer, rollouts=400, gamma=cfg.ppo.gamma, seed_seq=np.random.SeedSequence(0)
     )
     env = make_env(cfg.env)
+    assert buffer.state_keys is not None  # FrozenLake's
     exact = exact_advantages(trainer.model, env, cfg.ppo.gamma)[
         buffer.state_keys.numpy(), buffer.actions.numpy().astype(int)
     ]
@@ -130,6 +131,7 @@ def test_outputs_read_the_intervention_rows_of_their_own_p_only(tmp_path):
     assert "p" not in paper_rows and (at_p["p"] == at_p["env"].map(iif_p)).all()
     at_p_table = outputs["intervention_at_iif_p"].build(outputs["intervention_at_iif_p"], at_p)
     paper_table = outputs["intervention_summary"].build(outputs["intervention_summary"], paper_rows)
+    assert isinstance(at_p_table, pd.DataFrame) and isinstance(paper_table, pd.DataFrame)  # tables, not figures
     assert {"drop 12.5 % of negative influence (IIF's p)", "drop 50 % of negative influence (IIF's p)"} <= set(
         at_p_table["arm"]
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
 from conftest import analysis_output
 from rlinfluence.analyses.bottom_frames import read_frames
@@ -57,7 +58,9 @@ def test_fig9_is_drawn_from_the_committed_pong_frames_byte_for_byte(tmp_path):
     assert len(rows) == 10 and (rows["influence"] < 0).all() and rows["influence"].is_monotonic_increasing
     assert all(frames.shape == (4, 84, 84) and frames.dtype == np.uint8 for frames in rows["obs"])
     for again in ("a", "b"):
-        save_figure(FIG9.build(FIG9, rows), tmp_path / again)
+        figure = FIG9.build(FIG9, rows)
+        assert isinstance(figure, Figure)
+        save_figure(figure, tmp_path / again)
     for suffix in FIGURE_SUFFIXES:
         committed = (REPO_ROOT / "paper_figures" / FIG9.name).with_suffix(suffix).read_bytes()
         assert (

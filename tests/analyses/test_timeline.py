@@ -59,9 +59,9 @@ def test_knn_graph_matches_brute_force():
     for i in range(len(points)):
         for j in np.argsort(distance[i])[1 : u + 1]:
             expected[(min(i, j), max(i, j))] = distance[i, j]
-    i, j, lengths = knn_edges(points, u)
-    assert dict(zip(zip(i.tolist(), j.tolist()), lengths)) == pytest.approx(expected)
-    assert len(i) == len(expected)
+    heads, tails, lengths = knn_edges(points, u)
+    assert dict(zip(zip(heads.tolist(), tails.tolist()), lengths)) == pytest.approx(expected)
+    assert len(heads) == len(expected)
 
 
 def test_phase_cut_finds_planted_change_points():

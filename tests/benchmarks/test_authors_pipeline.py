@@ -17,6 +17,7 @@ PIPELINE = REPO_ROOT / "benchmarks" / "authors_pipeline"
 
 def load(name: str):
     spec = importlib.util.spec_from_file_location(name, PIPELINE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

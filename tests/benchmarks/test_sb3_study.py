@@ -24,6 +24,7 @@ from rlinfluence.run.provenance import provenance  # noqa: E402
 @pytest.fixture(scope="module")
 def study():
     spec = importlib.util.spec_from_file_location("sb3_iif_study", REPO_ROOT / "benchmarks" / "sb3_iif_study.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)

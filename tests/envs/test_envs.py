@@ -7,11 +7,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from highway_env.envs.common.abstract import AbstractEnv
+from minigrid.minigrid_env import MiniGridEnv
 
 from conftest import compose_config, metrics_rows
 from rlinfluence.cli import run_task
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
-from rlinfluence.control.networks import ActorCritic
+from rlinfluence.control.networks import ActorCritic, GaussianHead
 from rlinfluence.envs.make import make_env
 from rlinfluence.influence import influence_scores, reference_scores
 from rlinfluence.seeding import torch_generator
@@ -57,7 +59,9 @@ def test_env_spaces(env, obs_shape, obs_dtype, action_space):
 
 
 def test_highway_is_the_papers_task_at_5_hz():
-    config = make_env(compose_config(["env=highway"]).env).unwrapped.config
+    highway = make_env(compose_config(["env=highway"]).env).unwrapped
+    assert isinstance(highway, AbstractEnv)  # highway-env's (untyped): its config
+    config = highway.config
     assert config["observation"]["type"] == "Kinematics" and config["action"]["type"] == "DiscreteMetaAction"
     assert config["vehicles_count"] == 10
     # highway-v0's task (the -fast variant would change lanes, duration and ego spacing) ...
@@ -161,7 +165,9 @@ def test_the_minigrid_preset_replays_the_librarys_env_step_for_step():
     for pose in ((3, 4, 2), (6, 6, 0), (1, 5, 3)):
         for env in (stock, ours):
             env.reset(seed=1)
-            env.unwrapped.agent_pos, env.unwrapped.agent_dir = pose[:2], pose[2]
+            grid = env.unwrapped
+            assert isinstance(grid, MiniGridEnv)  # both: ours subclasses the library's EmptyEnv
+            grid.agent_pos, grid.agent_dir = pose[:2], pose[2]
         assert np.array_equal(ours.step(2)[0], stock.step(2)[0])
 
 
@@ -178,7 +184,7 @@ def real_buffer(env: str, n_steps: int, *overrides: str):
     model = ActorCritic(
         envs.observation_space, envs.action_space, cfg.env.network, torch_generator(np.random.SeedSequence(2))
     )
-    if hasattr(model.action_head, "log_std"):  # away from the init value, so its gradient is exercised
+    if isinstance(model.action_head, GaussianHead):  # away from the init value, so its gradient is exercised
         with torch.no_grad():
             model.action_head.log_std.copy_(torch.tensor([-0.5, 0.2, -1.0, 0.4]))
     buffer = collect_rollout(model, envs, n_steps, 0.99, 0.95, torch.Generator().manual_seed(3))

@@ -10,10 +10,18 @@ from collections import Counter
 import gymnasium as gym
 import numpy as np
 import pytest
+from highway_env.envs.common.abstract import AbstractEnv
 
 from conftest import compose_config
 from rlinfluence.envs.highway import FastIDMVehicle, FastMDPVehicle, FastRoad, NumpyKinematics
 from rlinfluence.envs.make import chosen_make_kwargs, make_env
+
+
+def simulator(env: gym.Env) -> AbstractEnv:
+    """The highway-env env below the wrappers (its road, vehicles and config: highway-env ships no types)."""
+    unwrapped = env.unwrapped
+    assert isinstance(unwrapped, AbstractEnv)
+    return unwrapped
 
 
 def road_state(env: gym.Env) -> list[tuple]:
@@ -30,7 +38,7 @@ def road_state(env: gym.Env) -> list[tuple]:
             v.action,
             getattr(v, "timer", None),
         )
-        for v in env.unwrapped.road.vehicles
+        for v in simulator(env).road.vehicles
     ]
 
 
@@ -42,18 +50,18 @@ def play_side_by_side(frequency: int, steps: int, first_episode: int, vehicles: 
     cfg = compose_config(["env=highway", f"env.make_kwargs.config.simulation_frequency={frequency}", *traffic]).env
     stock = gym.make("highway_env:highway-v0", **dict(chosen_make_kwargs(cfg, collection=True)))
     ours = make_env(cfg, collection=True)
-    assert ours.unwrapped.config["vehicles_count"] == vehicles
+    assert simulator(ours).config["vehicles_count"] == vehicles
     rng = np.random.default_rng([frequency, first_episode])
-    seen = Counter()
+    seen: Counter[str] = Counter()
     episode, done = first_episode, True
     for _ in range(steps):
         if done:
             expected, _ = stock.reset(seed=episode)
             got, _ = ours.reset(seed=episode)
             episode += 1
-            ego_lane = stock.unwrapped.vehicle.lane_index
+            ego_lane = simulator(stock).vehicle.lane_index
             assert np.array_equal(got, expected) and got.dtype == expected.dtype
-        others_before = [(v.target_lane_index, v.crashed) for v in stock.unwrapped.road.vehicles[1:]]
+        others_before = [(v.target_lane_index, v.crashed) for v in simulator(stock).road.vehicles[1:]]
         action = int(rng.integers(5))
         expected, reward, terminated, truncated, info = stock.step(action)
         got, our_reward, our_terminated, our_truncated, our_info = ours.step(action)
@@ -64,9 +72,9 @@ def play_side_by_side(frequency: int, steps: int, first_episode: int, vehicles: 
         seen["steps"] += 1
         seen["crashes"] += terminated
         seen["time limits"] += truncated and not terminated
-        seen["ego lane changes"] += stock.unwrapped.vehicle.lane_index != ego_lane
-        ego_lane = stock.unwrapped.vehicle.lane_index
-        for (target_before, crashed_before), v in zip(others_before, stock.unwrapped.road.vehicles[1:]):
+        seen["ego lane changes"] += simulator(stock).vehicle.lane_index != ego_lane
+        ego_lane = simulator(stock).vehicle.lane_index
+        for (target_before, crashed_before), v in zip(others_before, simulator(stock).road.vehicles[1:]):
             seen["other vehicles' lane changes"] += v.target_lane_index != target_before
             seen["other vehicles' crashes"] += v.crashed and not crashed_before
         done = terminated or truncated
@@ -75,7 +83,7 @@ def play_side_by_side(frequency: int, steps: int, first_episode: int, vehicles: 
 
 
 def test_the_preset_runs_on_the_fast_simulator():
-    env = make_env(compose_config(["env=highway"]).env).unwrapped
+    env = simulator(make_env(compose_config(["env=highway"]).env))
     assert type(env.road) is FastRoad and type(env.observation_type) is NumpyKinematics
     assert type(env.vehicle) is FastMDPVehicle
     assert {type(v) for v in env.road.vehicles[1:]} == {FastIDMVehicle}

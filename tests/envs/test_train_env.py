@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from highway_env.envs.common.abstract import AbstractEnv
 
 from conftest import cli_refusal, compose_config, config_refusal
 from rlinfluence.cli import run_task
@@ -54,10 +55,17 @@ def test_only_the_collection_differs():
             trainer.close()
 
 
+def config_of(env) -> dict:
+    """highway-env's config of the env below the wrappers (highway-env ships no types)."""
+    highway = env.unwrapped
+    assert isinstance(highway, AbstractEnv)
+    return highway.config
+
+
 def test_highway_collects_in_highway_v0s_traffic_and_tests_at_ten_vehicles():
     cfg = compose_config(["env=highway", "+env.train_make_kwargs.config.vehicles_count=50"])
     validate(cfg)
-    collected, tested = (make_env(cfg.env, collection=c).unwrapped.config for c in (True, False))
+    collected, tested = (config_of(make_env(cfg.env, collection=c)) for c in (True, False))
     assert (collected["vehicles_count"], tested["vehicles_count"]) == (50, 10)
     assert collected["simulation_frequency"] == tested["simulation_frequency"] == 5  # the rest is the preset's
 

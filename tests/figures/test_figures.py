@@ -3,6 +3,7 @@
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -115,7 +116,7 @@ def write_run(
 
 # Fidelity lead 1's standard PPO (trained on another env): one level, reached at round 4 (Highway's runs are a round
 # shorter than the main comparison's: one level at round 3).
-TRAIN_ENV_CURVES = {"frozenlake": [0, 0, 0, 0, 4], "highway": [0, 0, 0, 4]}
+TRAIN_ENV_CURVES: dict[str, list[float]] = {"frozenlake": [0, 0, 0, 0, 4], "highway": [0, 0, 0, 4]}
 
 
 def write_every_needed_run(root: Path) -> None:
@@ -152,7 +153,7 @@ def write_corruption_runs(root: Path) -> None:
                     tag = arm.tag_for(env)
                     run_dir = write_run(root, runs.experiment, env, tag, seed, config_hash=f"c{runs.fraction}")
                     precision, recall, auroc = DETECTION[tag.partition("-")[0]]
-                    lines = [
+                    lines: list[dict[str, Any]] = [
                         {"round": k, "n_planted": 10, "precision": precision, "recall": recall}
                         | {"auroc_influence": auroc, "auroc_advantage": None, "planted": [1, 2]}
                         for k in range(1, len(CURVES["ppo"]))

@@ -89,7 +89,7 @@ EXPECTED = {
     # The hash is of the collection env's traffic and the 30 rounds and 50 test episodes issue 42 declares.
     "fidelity_train_env_highway": runs(
         ["highway"],
-        ["ppo-" + digest({"env.rounds": 30, "env.train_make_kwargs.config.vehicles_count": 50, "eval.episodes": 50})],
+        [f"ppo-{digest({'env.rounds': 30, 'env.train_make_kwargs.config.vehicles_count': 50, 'eval.episodes': 50})}"],
         2,
     ),
 }

@@ -150,7 +150,7 @@ def test_make_manifest_from_the_experiment_overlay(tmp_path, monkeypatch):
     ]
     dirs = [r.run_dir for r in manifest.runs]
     assert len(set(dirs)) == 3
-    assert all(str(d).startswith("runs/main/frozenlake/") and d.name == "seed0" for d in dirs)
+    assert all(d is not None and str(d).startswith("runs/main/frozenlake/") and d.name == "seed0" for d in dirs)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
     if head.returncode == 0:
         assert manifest.commit == head.stdout.strip()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
@@ -57,7 +59,7 @@ def test_a_records_score_is_its_normalised_advantage_times_a_term_of_its_own(buf
     advantage vectors A, B give score_A · Â_B = score_B · Â_A record by record."""
     net, policy, records = buffer
     other = torch.randn(len(records["advantages"]), generator=torch.Generator().manual_seed(seed))
-    target = {"target": "action", "target_state": np.full(4, 0.3), "target_action": 1}
+    target: dict[str, Any] = {"target": "action", "target_state": np.full(4, 0.3), "target_action": 1}
     score_a = record_influence(policy, net, records, **target)
     score_b = record_influence(policy, net, records | {"advantages": other}, **target)
 

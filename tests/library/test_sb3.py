@@ -4,6 +4,7 @@ against an explicit per-record autograd reference; the drop set; the minibatches
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 pytest.importorskip("stable_baselines3")
 
 from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.base_class import BaseAlgorithm  # noqa: E402
 
 from rlinfluence.attribution import drop_set, record_influence  # noqa: E402
 from rlinfluence.sb3 import IIFRolloutBuffer, InfluenceFilter, sb3_records  # noqa: E402
@@ -77,7 +79,13 @@ def make_ppo(env_name: str, n_envs: int = 1, **kwargs) -> PPO:
     from stable_baselines3.common.env_util import make_vec_env
 
     env = make_vec_env(make_env, n_envs=n_envs, seed=0)
-    settings = {"n_steps": 32, "batch_size": 16, "n_epochs": 2, "seed": 0, "policy_kwargs": policy_kwargs} | kwargs
+    settings: dict[str, Any] = {
+        "n_steps": 32,
+        "batch_size": 16,
+        "n_epochs": 2,
+        "seed": 0,
+        "policy_kwargs": policy_kwargs,
+    } | kwargs
     return PPO(policy, env, rollout_buffer_class=IIFRolloutBuffer, **settings)
 
 
@@ -88,6 +96,7 @@ class CapturingFilter(InfluenceFilter):
         import copy
 
         self.policy_at_k = copy.deepcopy(self.model.policy)
+        assert isinstance(self.model, PPO)  # BaseCallback's model is any algorithm; the drop-in's is PPO
         self.records = sb3_records(self.model.rollout_buffer, self.model.action_space, self.model.device)
         super()._on_rollout_end()
 
@@ -238,7 +247,7 @@ def test_what_the_dropin_cannot_score_is_refused_before_the_first_rollout():
     with pytest.raises(ValueError, match=r"action space MultiDiscrete\(\[2\]\) is not supported by rlinfluence.sb3"):
         PPO("MlpPolicy", multi_discrete, rollout_buffer_class=IIFRolloutBuffer)
     cartpole = make_vec_env("CartPole-v1", n_envs=1)
-    others = [("stable_baselines3.A2C", A2C("MlpPolicy", cartpole, n_steps=8))]
+    others: list[tuple[str, BaseAlgorithm]] = [("stable_baselines3.A2C", A2C("MlpPolicy", cartpole, n_steps=8))]
     if importlib.util.find_spec("sb3_contrib"):  # the bench extra's
         from sb3_contrib import MaskablePPO, RecurrentPPO
 

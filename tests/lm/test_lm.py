@@ -160,7 +160,7 @@ def test_planted_responses_get_the_negated_reward_model_score(tmp_path):
     clean_trainer, trainer = (LMTrainer(compose_config(LM_TINY + extra)) for extra in ([], corrupted))
     clean, planted_batch = clean_trainer.collect(1), trainer.collect(1)
     planted = planted_batch.planted
-    assert clean.planted is None and int(planted.sum()) == 4
+    assert clean.planted is None and planted is not None and int(planted.sum()) == 4
     assert torch.equal(clean.input_ids, planted_batch.input_ids)
     assert torch.equal(planted_batch.scores, torch.where(planted, -clean.scores, clean.scores))
     # The train return is what the responses earned (as the control agent's), not what the update saw.
@@ -235,4 +235,5 @@ def test_the_lm_target_loss_refuses_a_name_it_has_no_entry_for():
     from rlinfluence.lm.influence import target_loss
 
     with pytest.raises(ConfigError, match=r"^target.name='action' is not one of: seq, return$"):
-        target_loss(None, None, "action")  # refused before the policy is called: no fall-through to f_return
+        # refused before the policy is called: no fall-through to f_return (so no policy or batch is needed)
+        target_loss(None, None, "action")  # type: ignore[arg-type]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -37,7 +37,7 @@ class Trainer:
     """The control agent (env.agent=control, run/agents.py): everything a run owns (envs, policy, optimizer,
     every RNG) and their checkpointable state."""
 
-    columns = COLUMNS
+    columns: ClassVar[list[str]] = COLUMNS  # round.Agent's: a class's, not an instance's
     TARGETS = tuple(CONTROL_TARGETS)
 
     @classmethod

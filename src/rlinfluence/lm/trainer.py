@@ -21,7 +21,7 @@ time_update: paper Table 6). The round's prompts, response length and sampling n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -52,7 +52,7 @@ LM_COLUMNS = ["test_toxicity", "test_toxicity_sem", "kl_coef", "mean_kl", "time_
 
 
 class LMTrainer:
-    columns = COLUMNS + LM_COLUMNS
+    columns: ClassVar[list[str]] = COLUMNS + LM_COLUMNS  # round.Agent's: a class's, not an instance's
     TARGETS = tuple(TARGET_LOSSES)
 
     @classmethod

@@ -18,10 +18,10 @@ from rlinfluence.round import Agent
 AGENTS = {"control": "rlinfluence.control.trainer:Trainer", "lm": "rlinfluence.lm.trainer:LMTrainer"}
 
 
-def agent_class(name: str) -> type[Agent[Any]]:
+def agent_class(name: str) -> type[Agent[Any, Any]]:
     module, cls = AGENTS[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def make_agent(cfg: DictConfig) -> Agent[Any]:
+def make_agent(cfg: DictConfig) -> Agent[Any, Any]:
     return agent_class(cfg.env.agent)(cfg)

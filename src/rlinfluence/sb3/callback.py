@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -67,7 +68,7 @@ class InfluenceFilter(BaseCallback):
         p: float | str = 50.0,
         target: str = "return",
         *,
-        target_state: npt.ArrayLike | None = None,
+        target_state: npt.ArrayLike | Mapping[str, npt.ArrayLike] | None = None,  # a dict: a Dict space's
         target_action: npt.ArrayLike | None = None,
         seed: int | None = None,
         chunk_size: int = 4096,
