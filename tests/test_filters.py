@@ -176,6 +176,10 @@ def test_record_granularity_leaves_every_existing_run_dir_as_it_was():
         ),
         (["method=consensus", "method.p=auto"], "method.p=auto must be in (0, 100] (percent of negative-influence"),
         (["method=consensus", "target=action"], "target=action does not apply to method=consensus"),
+        (
+            ["env=toxicity_tiny", "method=iif", "method.granularity=episode"],
+            "method.granularity=episode needs the control agent's episodes; env=toxicity_tiny (env.agent=lm)",
+        ),
     ],
 )
 def test_bad_filter_settings_are_refused_in_one_line_naming_the_key(overrides, message):
@@ -201,7 +205,7 @@ def run_cli(monkeypatch, *arguments: str) -> None:
 def test_the_new_arms_train_two_rounds_through_the_cli(tmp_path, monkeypatch, env, method, leaf):
     runs = tmp_path / "runs"
     run_cli(monkeypatch, "debug=smoke", f"env={env}", *method, f"runs_root={runs}")
-    (run_dir,) = (runs / "default" / env / "sgd").glob("*/seed0")
+    (run_dir,) = (runs / "default" / env).glob("*/*/seed0")  # doorkey: adam
     assert re.fullmatch(leaf, run_dir.parent.name)  # the hash: debug=smoke's budget
     assert (run_dir / "DONE").exists()
     rows = metrics_rows(run_dir)
