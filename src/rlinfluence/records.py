@@ -111,6 +111,21 @@ def discounted_returns_to_go(buffer: RolloutBuffer, gamma: float) -> np.ndarray:
     return returns.T.reshape(-1)[buffer.env_index.numpy() * rewards.shape[0] + buffer.step.numpy()]
 
 
+def episode_ids(buffer: RolloutBuffer) -> np.ndarray:
+    """Each record's episode within the round, numbered 0, 1, ... in (env, step) order (so, in the env-major
+    layout, by their first record's id). A new one starts at each env's first step of the round and after
+    each done; an episode the round's start or end cuts is a part of its own (its other part lies in
+    another round's buffer, which no selection sees)."""
+    env, step = buffer.env_index.cpu().numpy(), buffer.step.cpu().numpy()
+    order = np.lexsort((step, env))  # each env's steps in time order
+    ended = buffer.dones.cpu().numpy()[order] > 0
+    starts = np.ones(len(order), bool)
+    starts[1:] = (env[order][1:] != env[order][:-1]) | ended[:-1]
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(starts) - 1
+    return ids
+
+
 def env_major(array: np.ndarray) -> torch.Tensor:
     """(T, n_envs, ...) → (n_envs * T, ...), so each env's steps stay contiguous."""
     swapped = np.swapaxes(array, 0, 1)

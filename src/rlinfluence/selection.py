@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 
-from rlinfluence.choices import ConfigError
-from rlinfluence.records import Records, RolloutBuffer, discounted_returns_to_go
+from rlinfluence.choices import ConfigError, require, require_one_of
+from rlinfluence.records import Records, RolloutBuffer, discounted_returns_to_go, episode_ids
 from rlinfluence.share import FilterShare
-from rlinfluence.targets import EntropyTarget, ReturnTarget, Target
+from rlinfluence.targets import EntropyTarget, ReturnTarget, Target, UpdateLossTarget
 
 if TYPE_CHECKING:  # the config's type only: drop_set (the attribution API) selects without OmegaConf
     from omegaconf import DictConfig
@@ -76,6 +76,11 @@ class SelectionMethod:
         """The method's part of the run directory name."""
         return str(method.name)
 
+    def scored_target(self, agent_target: Target) -> Target:
+        """The target the control agent's round scores the records on for this method (`select`'s
+        `scores`): the agent's own (target.name), unless the method scores against something else."""
+        return agent_target
+
     def select(
         self, buffer: Records, scores: np.ndarray | None, rng: np.random.Generator, attribute: Attribute | None = None
     ) -> Selection:
@@ -111,6 +116,46 @@ def n_to_drop(scores: np.ndarray, share: FilterShare) -> int:
     return share.count(int(np.count_nonzero(scores < 0)))
 
 
+# method.granularity: what a filter drops, single records (the paper's IIF) or whole episodes
+RECORD, EPISODE = "record", "episode"
+GRANULARITIES = (RECORD, EPISODE)
+
+
+def method_granularity(cfg: DictConfig) -> str:
+    """method.granularity (unset: record), or a one-line ConfigError: a value outside GRANULARITIES, one set
+    for a method that does not take it, or episodes where the records are not the control agent's steps."""
+    value = cfg.method.granularity
+    if value is None:
+        return RECORD
+    takers = [name for name, method in SELECTION_METHODS.items() if "granularity" in method.settings]
+    require(
+        cfg.method.name in takers,
+        f"method.granularity={value} does not apply to method={cfg.method.name}; it is for method={', '.join(takers)}",
+    )
+    require_one_of("method.granularity", value, GRANULARITIES)
+    require(
+        value == RECORD or cfg.env.agent == "control",
+        f"method.granularity=episode needs the control agent's episodes; env={cfg.env.name} "
+        f"(env.agent={cfg.env.agent}) has none",
+    )
+    return str(value)
+
+
+def episodes_to_drop(episodes: np.ndarray, scores: np.ndarray, record_count: int) -> np.ndarray:
+    """method.granularity=episode: which records to drop (a mask) when whole episodes go instead of single
+    records. An episode's score is the sum of its records' (`episodes`: each record's episode id,
+    records.episode_ids); the candidates are the episodes with a negative sum, most negative first (ties
+    by episode id). The rounding rule: of the prefixes of that order, the one whose record total is nearest
+    to `record_count` (the records the method would drop one by one), ties to the shorter; so the drops
+    differ from the record-level count by at most half the episode at the boundary, or fall short when
+    the negative episodes run out."""
+    sums = np.bincount(episodes, weights=scores)
+    order = np.argsort(sums, kind="stable")[: np.count_nonzero(sums < 0)]
+    totals = np.concatenate([[0], np.cumsum(np.bincount(episodes)[order])])
+    n_episodes = int(np.argmin(np.abs(totals - record_count)))  # argmin: the first, so the shorter on ties
+    return np.isin(episodes, order[:n_episodes])
+
+
 @register_method("ppo")
 class KeepAll(SelectionMethod):
     """Standard PPO: train on every record."""
@@ -125,12 +170,12 @@ class _DropShareOfNegatives(SelectionMethod):
     """Methods parameterised by p, the percent of negative-influence records to drop."""
 
     needs_scores = True
-    settings = ("p",)
+    settings: ClassVar[tuple[str, ...]] = ("p",)
 
     takes_auto: ClassVar[bool] = False  # p=auto: the drop count chosen each round on held-out records
 
-    def __init__(self, p: FilterShare):
-        self.p = p
+    def __init__(self, p: FilterShare, granularity: str = RECORD):
+        self.p, self.granularity = p, granularity
 
     @classmethod
     def check_config(cls, cfg):
@@ -138,22 +183,26 @@ class _DropShareOfNegatives(SelectionMethod):
 
     @classmethod
     def from_config(cls, cfg):
-        return cls(method_share(cfg, cls.takes_auto))
+        return cls(method_share(cfg, cls.takes_auto), method_granularity(cfg))
 
     @classmethod
     def tag(cls, method):
-        return (
-            f"{method.name}-p{FilterShare.parse(method.p, 'method.p', cls.takes_auto)}"
-            if method.p is not None
-            else str(method.name)
-        )
+        """`iif-p50`; `iif-ep-p50` for whole episodes (record, the default, adds nothing: the runs from
+        before method.granularity keep their dirs)."""
+        parts = [str(method.name)] + (["ep"] if method.get("granularity") == EPISODE else [])
+        if method.p is not None:
+            parts.append(f"p{FilterShare.parse(method.p, 'method.p', cls.takes_auto)}")
+        return "-".join(parts)
 
 
 @register_method("iif")
 class DropMostNegative(_DropShareOfNegatives):
     """IIF: drop the ⌊n_neg·p/100⌋ records with the most negative influence (ties by record id).
-    With p=auto, as many of them as `held_out_drop_count` predicts to help."""
+    With p=auto, as many of them as `held_out_drop_count` predicts to help. With
+    method.granularity=episode, whole episodes by their summed influence instead, about as many records
+    as that count (`episodes_to_drop`'s rounding rule; the control agent only)."""
 
+    settings: ClassVar[tuple[str, ...]] = ("p", "granularity")
     takes_auto = True
     any_agent = True
 
@@ -164,9 +213,50 @@ class DropMostNegative(_DropShareOfNegatives):
     def select(self, buffer, scores, rng, attribute=None):
         order = self.drop_order(buffer, scores, attribute)
         count = held_out_drop_count(order, len(buffer), attribute, rng) if self.p.is_auto else n_to_drop(scores, self.p)
+        if self.granularity == EPISODE:  # method_granularity allows it on the control agent's buffer only
+            return Selection(~episodes_to_drop(episode_ids(buffer), scores, count))
         keep = np.ones(len(buffer), bool)
         keep[order[:count]] = False
         return Selection(keep)
+
+
+@register_method("consensus")
+class DropAgainstConsensus(DropMostNegative):
+    """Gradient consensus (method=consensus): IIF's rule, ⌊n_neg·p/100⌋ records dropped most negative
+    first (ties by record id; method.granularity=episode as IIF's), on scores against the round's own
+    update direction instead of a target's:
+
+        c_i = ⟨∇ℓ_i(θ_k), ḡ⟩,   ḡ = ∇ (1/N) Σ_j ℓ_j(θ_k)   (targets.UpdateLossTarget)
+
+    the same forward-mode pass as IIF's with ḡ as the target gradient. Sign: c_i > 0, a step on record i
+    alone lowers the round's mean loss (the record agrees with the consensus); c_i < 0, its gradient
+    opposes the mean one, and the most negative of those are dropped. No target, no held-out data: Σ_i
+    c_i = N ‖ḡ‖² ≥ 0, so the records agree on average by construction, and the filter removes the
+    dissent (no p=auto: that counts on held-out f_return)."""
+
+    takes_auto = False
+    any_agent = False  # ḡ and ℓ_i are the control agent's per-record PPO loss
+
+    def __init__(self, p: FilterShare, granularity: str, direction: UpdateLossTarget):
+        super().__init__(p, granularity)
+        self.direction = direction
+
+    @classmethod
+    def check_config(cls, cfg):
+        super().check_config(cfg)
+        require(
+            cfg.target.name == "return",
+            f"target={cfg.target.name} does not apply to method=consensus, which scores against the round's "
+            "own mean loss (leave target at its default)",
+        )
+
+    @classmethod
+    def from_config(cls, cfg):
+        direction = UpdateLossTarget(cfg.ppo.clip_range, cfg.ppo.ent_coef)  # the clip is inactive at θ_k
+        return cls(method_share(cfg), method_granularity(cfg), direction)
+
+    def scored_target(self, agent_target):
+        return self.direction
 
 
 @register_method("iif_guard")
@@ -187,6 +277,7 @@ class DropMostNegativeEntropyGuarded(DropMostNegative):
     drop the kept set's update sharpens the policy no faster than standard PPO's update would. Dropping
     a sharpening record frees room to drop a counter-evidence record; nothing is tuned per environment."""
 
+    settings = ("p",)  # no episodes: the guard walks single records
     any_agent = False  # the entropy target is the control agent's
 
     def drop_order(self, buffer, scores, attribute):

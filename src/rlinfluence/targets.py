@@ -15,6 +15,7 @@ import numpy.typing as npt
 import torch
 
 from rlinfluence.choices import chosen
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.records import Observations, observations_to, take
 
 if TYPE_CHECKING:  # the config's type only: the attribution API uses targets without Hydra or OmegaConf
@@ -65,6 +66,30 @@ class EntropyTarget:
     def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
         _, entropy = policy_fn(buffer.obs, buffer.actions)
         return -entropy.mean()
+
+
+@dataclass(frozen=True)
+class UpdateLossTarget:
+    """L_f = the round's own mean PPO policy loss L̄ = (1/N) Σ_j ℓ_j over its buffer (losses.py's ℓ, Â
+    normalised over the buffer as the influence's per-record losses are; ent_coef's bonus included). Its
+    gradient at θ_k is ḡ, the direction the round's update starts in on its own records: no target, no
+    held-out data. A record's influence on it, ⟨∇ℓ_i, ḡ⟩, says how far the record agrees with the
+    round's consensus (method=consensus).
+
+    π_old is taken as π at the parameters the loss is evaluated at, so that at θ_k, where the round-start
+    scores are taken, the ratio is 1, the clip is inactive and ḡ is exactly the mean of the records'
+    ∇ℓ_i. (Under influence.normalization=chunk those normalise Â within chunks and ḡ over the buffer.)"""
+
+    clip_range: float
+    ent_coef: float
+
+    def loss(self, policy_fn: PolicyFn, buffer: Transitions) -> torch.Tensor:
+        log_prob, entropy = policy_fn(buffer.obs, buffer.actions)
+        advantages = normalize_advantages(buffer.advantages)
+        per_record = policy_loss_per_record(
+            log_prob, log_prob.detach(), advantages, self.clip_range, entropy, self.ent_coef
+        )
+        return per_record.mean()
 
 
 @dataclass(frozen=True)

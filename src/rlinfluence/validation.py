@@ -25,7 +25,7 @@ from rlinfluence.envs.make import STATE_KEYS, WRAPPERS
 from rlinfluence.run.agents import AGENTS, agent_class
 from rlinfluence.run.logger import LOGGER_MODES
 from rlinfluence.run.tasks import TRAIN, check_task, task_names
-from rlinfluence.selection import SELECTION_METHODS
+from rlinfluence.selection import SELECTION_METHODS, method_granularity
 from rlinfluence.update import OPTIMIZERS, SCHEDULES
 
 
@@ -58,6 +58,7 @@ def validate(cfg: DictConfig) -> None:
     require_one_of("method.name", cfg.method.name, tuple(SELECTION_METHODS))
     method = SELECTION_METHODS[cfg.method.name]
     method.check_config(cfg)
+    method_granularity(cfg)  # every method's: one that takes none refuses it
     for key, value in cfg.method.items():
         if key != "name" and value is not None and key not in method.settings:
             warn(

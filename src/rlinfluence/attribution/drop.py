@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from rlinfluence.selection import Attribute, DropMostNegative, DropRandom, KeepA
 from rlinfluence.share import FilterShare
 
 # mode -> the selection method at p: IIF, as many records dropped at random, or attribution only
-DROP_MODES = {
+DROP_MODES: dict[str, Callable[[FilterShare], SelectionMethod]] = {
     "iif": DropMostNegative,
     "random": DropRandom,
     "none": lambda p: KeepAll(),

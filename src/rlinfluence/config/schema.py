@@ -164,6 +164,8 @@ class MethodConfig:
     p: float | int | str | None = None
     variant: str | None = None  # a method's sub-rule, e.g. advantage's (selection.DropAdvantageMismatch.VARIANTS)
     alpha: float | None = None  # td_error: the exponent of its rank priorities (conf/method/td_error.yaml)
+    # iif, consensus: drop single records or whole episodes (selection.GRANULARITIES); their presets say record
+    granularity: str | None = None
 
 
 @dataclass

@@ -130,17 +130,18 @@ class Trainer:
         return cast(PPOConfig, OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range}))
 
     def attribute(self, k: int, buffer: RolloutBuffer) -> ControlInfluence:
-        """IIF's scores when the method needs them or the round planted records (whose ranking is measured);
-        with influence.checkpoints=every_step, the paper's multi-checkpoint influence too, summed during
-        round k's update, and the round-start scores it is compared with."""
-        steps = None
+        """The scores the method selects on (on the agent's target, or the method's own: method=consensus
+        scores against the round's mean loss) when it needs them or the round planted records (whose
+        ranking is measured); with influence.checkpoints=every_step, the paper's multi-checkpoint influence
+        too, summed during round k's update, and the round-start scores it is compared with."""
+        steps, target = None, self.method.scored_target(self.target)  # method=consensus: the round's mean loss
         if self.cfg.influence.checkpoints == "every_step":
-            steps = StepInfluence(self.model, buffer, self.target, self.ppo_settings(k), self.learning_rate(k))
+            steps = StepInfluence(self.model, buffer, target, self.ppo_settings(k), self.learning_rate(k))
         measured = buffer.planted is not None  # a corrupted run scores every arm, to rank its planted records
         if not (self.method.needs_scores or steps or measured):
             return ControlInfluence()
         attribute = self.attribution(buffer)
-        return ControlInfluence(attribute(self.target), attribute, steps)
+        return ControlInfluence(attribute(target), attribute, steps)
 
     def update(
         self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None

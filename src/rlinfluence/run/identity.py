@@ -50,10 +50,18 @@ NOT_RESULT_AFFECTING = (
     "replay",
 )
 # Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
-# env.eval_episodes -> eval.episodes), and the method's name, p and variant, which its tag in the path
-# names. The method's other settings (td_error's alpha) are hashed relative to the method's preset; the
+# env.eval_episodes -> eval.episodes), and the method's name, p, variant and granularity, which its tag in
+# the path names. The method's other settings (td_error's alpha) are hashed relative to the method's preset; the
 # method.* keys a method does not read are not part of its runs (`_unread_method_keys`).
-COMPARED_ELSEWHERE = ("env.p", "env.lr", "env.eval_episodes", "method.name", "method.p", "method.variant")
+COMPARED_ELSEWHERE = (
+    "env.p",
+    "env.lr",
+    "env.eval_episodes",
+    "method.name",
+    "method.p",
+    "method.variant",
+    "method.granularity",
+)
 # Result-affecting, but named by the readable path already.
 IN_PATH = ("seed", *(key for key, _, _ in PROTOCOL_SWITCHES))
 UNSET = "<unset>"  # a key the config lacks (deleted with ~key, or added with +key on the other side)
