@@ -24,17 +24,23 @@ import torch
 from rlinfluence.metrics import planted_detection
 from rlinfluence.records import PlantedRecords, Records, RolloutBuffer
 from rlinfluence.seeding import child_stream, spawn_streams
-from rlinfluence.selection import Selection, monte_carlo_advantages
+from rlinfluence.selection import Selection, advantage_agreement
 
 ADVANTAGE_SIGN, REWARD = "advantage_sign", "reward"
 KINDS = (ADVANTAGE_SIGN, REWARD)
 LM_KINDS = (REWARD,)  # a language-model record's advantage is per token: it plants noisy reward scores only
 
 
+def plants(fraction: float) -> bool:
+    """Whether a run plants corrupted records (corruption.fraction > 0): the one test of it. Within a
+    round, the records say it (their `planted` mask, None in a clean run)."""
+    return fraction > 0
+
+
 def planted_records(seed: int, k: int, n_records: int, fraction: float) -> torch.Tensor | None:
     """Round k's planted records: a bool mask over the record ids, true for exactly round(fraction · n)
-    of them; None when fraction is 0 (a clean run draws nothing)."""
-    if not fraction:
+    of them; None in a clean run (it draws nothing)."""
+    if not plants(fraction):
         return None
     rng = np.random.default_rng(child_stream(spawn_streams(seed)["corruption"], k))
     planted = torch.zeros(n_records, dtype=torch.bool)
@@ -56,7 +62,7 @@ def advantage_heuristic_scores(records: Records, gamma: float) -> np.ndarray | N
     (a control buffer over discrete states and actions); None elsewhere."""
     if not isinstance(records, RolloutBuffer) or records.state_keys is None or records.actions.ndim != 1:
         return None
-    return monte_carlo_advantages(records, gamma) * records.advantages.numpy().astype(np.float64)
+    return advantage_agreement(records, gamma)[2]
 
 
 def round_detection(

@@ -210,6 +210,22 @@ def final_return_ci(method_final, std_final, confidence: float = 0.95) -> Confid
 BOOTSTRAP_RESAMPLES = 10_000
 
 
+def percentile_bootstrap(samples, statistic, confidence: float, seed: int, axis: int = 0):
+    """scipy's percentile bootstrap as every CI here takes it: `BOOTSTRAP_RESAMPLES` resamples drawn from
+    `seed` (so a regenerated table is byte-identical), each sample in `samples` resampled on its own (one
+    stratum each). Returns the interval's (low, high)."""
+    result = stats.bootstrap(
+        samples,
+        statistic,
+        axis=axis,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return result.confidence_interval.low, result.confidence_interval.high
+
+
 def iqm(samples, axis: int | None = None):
     """Interquartile mean: the mean of the middle 50 % of the values (25 % trimmed from each end).
     `axis` lets scipy's bootstrap evaluate all resamples in one call."""
@@ -225,17 +241,8 @@ def bootstrap_ci(samples, statistic=iqm, confidence: float = 0.95, seed: int = 0
     point = float(statistic(samples))
     if samples.size < 2 or np.all(samples == samples[0]):
         return ConfidenceInterval(point, float("nan"), float("nan"), samples.size)
-    result = stats.bootstrap(
-        (samples,),
-        statistic,
-        confidence_level=confidence,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return ConfidenceInterval(
-        point, float(result.confidence_interval.low), float(result.confidence_interval.high), samples.size
-    )
+    low, high = percentile_bootstrap((samples,), statistic, confidence, seed)
+    return ConfidenceInterval(point, float(low), float(high), samples.size)
 
 
 def mean_without_worst(samples) -> float:
@@ -278,20 +285,8 @@ def probability_of_improvement_ci(pairs, confidence: float = 0.95, seed: int = 0
     (x, y) of per-seed scores per env; each env's x and y are resampled on their own."""
     samples = [np.asarray(s, dtype=float) for pair in pairs for s in pair]
     point = float(np.mean([probability_of_improvement(x, y) for x, y in pairs]))
-    result = stats.bootstrap(
-        samples,
-        _poi_statistic,
-        confidence_level=confidence,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return ConfidenceInterval(
-        point,
-        float(result.confidence_interval.low),
-        float(result.confidence_interval.high),
-        min(s.size for s in samples),
-    )
+    low, high = percentile_bootstrap(samples, _poi_statistic, confidence, seed)
+    return ConfidenceInterval(point, float(low), float(high), min(s.size for s in samples))
 
 
 def performance_profile(per_env, taus, confidence: float = 0.95, seed: int = 0):
@@ -306,31 +301,14 @@ def performance_profile(per_env, taus, confidence: float = 0.95, seed: int = 0):
         return np.moveaxis(np.sum(above, axis=0) / sum(s.shape[-1] for s in resampled), -1, 0)
 
     point = fraction_above(*samples)
-    result = stats.bootstrap(
-        samples,
-        fraction_above,
-        confidence_level=confidence,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return point, result.confidence_interval.low, result.confidence_interval.high
+    return (point, *percentile_bootstrap(samples, fraction_above, confidence, seed))
 
 
 def iqm_curve(curves, confidence: float = 0.95, seed: int = 0):
     """IQM over seeds at each round of `curves` (seeds × rounds, no NaN) with a percentile-bootstrap
     band over seeds. Returns (iqm, low, high), arrays over rounds."""
     curves = np.asarray(curves, dtype=float)
-    result = stats.bootstrap(
-        (curves,),
-        iqm,
-        axis=0,
-        confidence_level=confidence,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return iqm(curves, axis=0), result.confidence_interval.low, result.confidence_interval.high
+    return (iqm(curves, axis=0), *percentile_bootstrap((curves,), iqm, confidence, seed))
 
 
 # ---------------------------------------------------------------- planted bad data (corruption.py)

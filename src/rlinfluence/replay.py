@@ -79,8 +79,10 @@ def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def overlay_jobs(experiment: str) -> list[list[str]]:
-    """Every sweep job (its overrides) of the overlays that name their runs' experiment `experiment`."""
-    return [list(job) for name in overlay_names() if (of := overlay(name)).experiment == experiment for job in of.jobs]
+    """Every sweep job (its overrides) of the overlays that may name their runs' experiment `experiment`: theirs
+    is `experiment`, or depends on the job (`overrides_of` then checks each job's run dir, experiment included)."""
+    overlays = [overlay(name) for name in overlay_names()]
+    return [list(job) for of in overlays if of.experiment == experiment or of.experiment_varies for job in of.jobs]
 
 
 def setting_overrides(settings: dict[str, Any]) -> list[str]:

@@ -186,6 +186,6 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
             "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
         },
     )
-    if not agent.cfg.corruption.fraction:
+    if records.planted is None:  # a clean run
         return row
     return row | round_detection(records, selection, scores, agent.cfg.ppo.gamma)  # beyond the columns: logger.py

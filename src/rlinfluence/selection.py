@@ -358,6 +358,14 @@ def monte_carlo_advantages(buffer: RolloutBuffer, gamma: float) -> np.ndarray:
     return group_mean(np.stack([states, buffer.actions.numpy().astype(np.int64)], axis=1)) - group_mean(states)
 
 
+def advantage_agreement(buffer: RolloutBuffer, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Ā, Â, Ā·Â): the Monte-Carlo and GAE advantages and their product, the agreement the advantage
+    heuristics rank by (< 0: the signs disagree, Â looks wrong; it plays the role of IIF's influence score)."""
+    mc = monte_carlo_advantages(buffer, gamma)
+    gae = buffer.advantages.numpy().astype(np.float64)
+    return mc, gae, mc * gae
+
+
 @register_method("advantage")
 class DropAdvantageMismatch(SelectionMethod):
     """Advantage heuristics H1/H2 (paper App. B.4): among the records whose Monte-Carlo advantage Ā
@@ -402,9 +410,7 @@ class DropAdvantageMismatch(SelectionMethod):
         return f"{method.name}-{method.variant}-p{FilterShare.parse(method.p, 'method.p')}"
 
     def select(self, buffer, scores, rng, attribute=None):
-        mc = monte_carlo_advantages(buffer, self.gamma)
-        gae = buffer.advantages.numpy().astype(np.float64)
-        agreement = mc * gae  # < 0: the signs disagree; plays the role of IIF's influence score
+        mc, gae, agreement = advantage_agreement(buffer, self.gamma)
         mismatched = np.flatnonzero(agreement < 0)
         badness = self.VARIANTS[self.variant](mc, gae, agreement)
         worst_first = mismatched[np.argsort(-badness[mismatched], kind="stable")]

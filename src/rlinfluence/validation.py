@@ -20,7 +20,7 @@ from rlinfluence import influence
 from rlinfluence.choices import require, require_one_of
 from rlinfluence.config.paths import check_writable
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS
-from rlinfluence.corruption import KINDS, LM_KINDS
+from rlinfluence.corruption import KINDS, LM_KINDS, plants
 from rlinfluence.envs.make import STATE_KEYS, WRAPPERS
 from rlinfluence.run.agents import AGENTS, agent_class
 from rlinfluence.run.logger import LOGGER_MODES
@@ -154,6 +154,6 @@ def check_corruption(cfg: DictConfig) -> None:
     )
     require_one_of("corruption.kind", kind, KINDS)
     require(
-        not fraction or cfg.env.agent == "control" or kind in LM_KINDS,
+        not plants(fraction) or cfg.env.agent == "control" or kind in LM_KINDS,
         f"corruption.kind={kind!r} is not one of: {', '.join(LM_KINDS)} (what env.agent={cfg.env.agent} plants)",
     )

@@ -22,6 +22,9 @@ from rlinfluence.run.rundir import protocol_tag
 class Overlay:
     name: str
     experiment: str  # its experiment_name: the runs' folder below runs_root
+    # True: experiment_name interpolates swept keys (corruption.yaml's names the fraction), so its jobs' runs
+    # lie under several experiments and `experiment` is only its defaults' one
+    experiment_varies: bool
     jobs: tuple[tuple[str, ...], ...]  # each job's overrides (manifest.expand_sweep), `+experiment=<name>` first
     env: str  # the env and protocol of its composed config, for an overlay that does not sweep them
     protocol: str
@@ -54,7 +57,8 @@ def overlay(name: str) -> Overlay:
         cast(dict[str, object], OmegaConf.to_container(cfg.hydra.sweeper.params)) if cfg.hydra.sweeper.params else {}
     )
     jobs = expand_sweep(params, [f"+experiment={name}"])
-    return Overlay(name, cfg.experiment_name, tuple(map(tuple, jobs)), cfg.env.name, protocol_tag(cfg))
+    varies = OmegaConf.is_interpolation(cfg, "experiment_name")
+    return Overlay(name, cfg.experiment_name, varies, tuple(map(tuple, jobs)), cfg.env.name, protocol_tag(cfg))
 
 
 def overlay_names() -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any, TextIO, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.corruption import plants
 from rlinfluence.round import COLUMNS
 from rlinfluence.run.checkpoint import CORRUPTION, METRICS, unreadable
 
@@ -176,7 +177,9 @@ class RunLogger:
         self.last_test_return: float | None = None  # of the latest evaluated round, resumed rows included
         for row in kept:
             self._remember(float(row["test_return"]))
-        self.corruption = CorruptionLog(run_dir / CORRUPTION, len(kept) - 1) if cfg.corruption.fraction else None
+        self.corruption = (
+            CorruptionLog(run_dir / CORRUPTION, len(kept) - 1) if plants(cfg.corruption.fraction) else None
+        )
         self.wandb = WandbMirror(cfg, run_dir, run_name)
 
     def _remember(self, test_return: float) -> None:
