@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.corruption import round_detection
+from rlinfluence.corruption import plants, round_detection
 from rlinfluence.records import Records
 from rlinfluence.selection import Influence, Selection, SelectionMethod
 
@@ -186,6 +186,6 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
             "n_negative": int((scores < 0).sum()) if scores is not None else NAN,
         },
     )
-    if records.planted is None:  # a clean run
+    if not plants(agent.cfg.corruption.fraction):  # a clean run; a corrupted one's records are PlantedRecords
         return row
     return row | round_detection(records, selection, scores, agent.cfg.ppo.gamma)  # beyond the columns: logger.py
