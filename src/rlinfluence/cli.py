@@ -24,10 +24,12 @@ from typing import Any
 
 import hydra
 from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 
 from rlinfluence.choices import ConfigError
+from rlinfluence.config.compose import app_search_path
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.launch.manifest import Composer, expand_sweep
 from rlinfluence.run import rundir
@@ -69,7 +71,8 @@ def quiet_libraries() -> None:
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def hydra_app(cfg: DictConfig) -> None:
     try:
-        run_task(cfg)
+        with app_search_path(list(HydraConfig.get().searchpath)):
+            run_task(cfg)
     except ConfigError as error:
         refuse(f"config error: {error}")
     except RunDirError as error:

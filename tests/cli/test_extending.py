@@ -53,7 +53,10 @@ def drop_last(tmp_path):
 
 
 def run_cli(monkeypatch, *arguments: str) -> None:
+    """`rlinfluence <arguments>` in this process. cli.main sets HYDRA_FULL_ERROR for its process: monkeypatch
+    puts it back afterwards, so that the CLI subprocesses of later tests still print one-line refusals."""
     monkeypatch.setattr(sys, "argv", ["rlinfluence", *arguments])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
     cli.main()
 
 

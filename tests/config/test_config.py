@@ -29,7 +29,7 @@ LM_OPTIONS = {("target", "seq"), ("model", "tiny"), ("model", "gpt_neo_125m"), (
 # Options that name a Hugging Face model or data set (refused in one line on a machine without it).
 NEEDS_HUB = {("env", "toxicity"), ("model", "gpt_neo_125m"), ("model", "gpt_neo_2p7b")}
 # Options that preset another option's setting (p=auto), with the method they run.
-PRESETS = {("method", "iif_auto"): "iif", ("method", "iif_guard_auto"): "iif_guard"}
+PRESETS = {("method", "iif_auto"): "iif", ("method", "iif_guard_auto"): "iif_guard", ("method", "random25"): "random"}
 
 
 def options(group: str) -> list[str]:

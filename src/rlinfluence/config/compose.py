@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.config.paths import CONFIG_DIR
@@ -31,16 +30,26 @@ def composing() -> Iterator[GlobalHydra]:
         yield hydra
 
 
-def app_search_path() -> list[str]:
-    """The running app's `hydra.searchpath` (a user's own conf/ dirs, e.g. a filter method's conf/method/ file):
-    Hydra applies it to the app's own composition only, so the presets are composed with it here too."""
-    return list(HydraConfig.get().searchpath) if HydraConfig.initialized() else []
+# The running app's `hydra.searchpath` (a user's own conf/ dirs, e.g. a filter method's conf/method/ file): Hydra
+# applies it to the app's own composition only, so the presets are composed with it too. Set by the app for
+# the span of its run (`app_search_path`): Hydra's HydraConfig outlives a run in the process that made it.
+_APP_SEARCH_PATH: list[str] = []
+
+
+@contextlib.contextmanager
+def app_search_path(paths: list[str]) -> Iterator[None]:
+    """Compose the presets with `paths` on the search path (the app's hydra.searchpath) inside the block."""
+    previous = list(_APP_SEARCH_PATH)
+    _APP_SEARCH_PATH[:] = paths
+    try:
+        yield
+    finally:
+        _APP_SEARCH_PATH[:] = previous
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
     """The config `rlinfluence <overrides>` runs with, from the search path `composing` gives."""
-    extra = app_search_path()
-    searchpath = [f"hydra.searchpath=[{','.join(extra)}]"] if extra else []
+    searchpath = [f"hydra.searchpath=[{','.join(_APP_SEARCH_PATH)}]"] if _APP_SEARCH_PATH else []
     with composing():
         return compose("config", overrides=[*overrides, *searchpath])
 
@@ -49,7 +58,7 @@ def search_path() -> str:
     """The search path composition uses now: part of `composed`'s cache key (a test's conf/ is not the repo's)."""
     hydra = GlobalHydra.instance().hydra  # None: not initialized
     base = str(hydra.config_loader.get_search_path()) if hydra is not None else CONFIG_DIR
-    return f"{base} + {app_search_path()}"
+    return f"{base} + {_APP_SEARCH_PATH}"
 
 
 @functools.cache
