@@ -173,7 +173,8 @@ def main() -> None:
     line and exit 2, like the app's. HYDRA_FULL_ERROR=1 makes Hydra raise them instead of printing
     them over several lines and exiting 1; a user who sets it gets the traceback. A sweep is checked
     whole before it starts and ends with what it did."""
-    traceback_wanted = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    previous = os.environ.get("HYDRA_FULL_ERROR")
+    traceback_wanted = previous == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
     quiet_libraries()
     jobs: list[SweepJob] = []
@@ -187,5 +188,7 @@ def main() -> None:
             raise
         refuse(f"config error: {one_line(error)}")
     finally:  # a Ctrl-C ends in console.main, after this line
+        # put it back: a process that calls main twice (the tests) must not inherit the first call's setting
+        os.environ.pop("HYDRA_FULL_ERROR") if previous is None else os.environ.update(HYDRA_FULL_ERROR=previous)
         if jobs:
             print(f"rlinfluence: {sweep_summary(jobs)}", file=sys.stderr)
