@@ -19,19 +19,20 @@ from rlinfluence.validation import validate
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
-PAPER_P = {"frozenlake": 50, "acrobot": 50, "minigrid": 12.5, "highway": 50, "lunarlander": 12.5, "bipedalwalker": 6.25}
+PAPER_P = {"doorkey": 12.5, "frozenlake": 50, "acrobot": 50, "minigrid": 12.5, "highway": 50, "lunarlander": 12.5, "bipedalwalker": 6.25}
 
 
 def runs(envs, tags, seeds, optimizer=None):
     """(env, optimizer, method_tag, seed) of a product; '{p}' in a tag is the env's paper p."""
     return {
-        (env, optimizer or ("adam" if env == "bipedalwalker" else "sgd"), tag.format(p=f"{PAPER_P[env]:g}"), seed)
+        (env, optimizer or ("adam" if env in ("bipedalwalker", "doorkey") else "sgd"), tag.format(p=f"{PAPER_P[env]:g}"), seed)
         for env in envs
         for tag in tags
         for seed in range(seeds)
     }
 
 
+FILTER_ARMS = ["random-p25", "consensus-p{p}", "iif-ep-p{p}", "consensus-ep-p{p}"]
 CORRUPTION_HASHES = {
     fraction: digest({"corruption.fraction": fraction}) for fraction in (0.05, 0.1, 0.2)
 }  # corruption.kind=advantage_sign is its default
@@ -92,6 +93,9 @@ EXPECTED = {
         [f"ppo-{digest({'env.rounds': 30, 'env.train_make_kwargs.config.vehicles_count': 50, 'eval.episodes': 50})}"],
         2,
     ),
+    # The benchmark of rollout filters: the new arms beside the main comparison's, DoorKey's seven on their own.
+    "filters": runs(P_ABLATION_ENVS, FILTER_ARMS, 5),
+    "filters_doorkey": runs(["doorkey"], ["ppo", "iif-p{p}", "random-p{p}", *FILTER_ARMS], 5),
 }
 JOB_COUNTS = {
     "main": 90,
@@ -113,6 +117,8 @@ JOB_COUNTS = {
     "eval_noise": 30,
     "fidelity_train_env": 5,
     "fidelity_train_env_highway": 2,
+    "filters": 80,
+    "filters_doorkey": 35,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -135,6 +141,8 @@ FEEDS = {
     "eval_noise": ["issue 42", "lead 2"],
     "fidelity_train_env": ["issue 42", "lead 1"],
     "fidelity_train_env_highway": ["issue 42", "lead 1"],
+    "filters": ["issue 46"],
+    "filters_doorkey": ["issue 46"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
@@ -147,6 +155,7 @@ EXPERIMENT_NAME = {
     "robust_collapse": "main",
     "robust_guard_frozenlake": "main",
     "fidelity_train_env_highway": "fidelity_train_env",
+    "filters_doorkey": "filters",
 }
 OVERLAY_DIR = Path(CONFIG_DIR) / "experiment"
 
