@@ -15,6 +15,7 @@ from rlinfluence.figures import (
     catalogue,
     corruption,
     fidelity_leads,
+    filters,
     main_from_config,
     paper,
     regenerate,
@@ -120,7 +121,12 @@ TRAIN_ENV_CURVES: dict[str, list[float]] = {"frozenlake": [0, 0, 0, 0, 4], "high
 
 
 def write_every_needed_run(root: Path) -> None:
-    every_runs = [o.runs for o in OUTPUTS] + [runs for _, runs in fidelity_leads.LEADS.parts if isinstance(runs, Runs)]
+    every_runs = [o.runs for o in OUTPUTS] + [
+        runs
+        for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS)
+        for _, runs in sources.parts
+        if isinstance(runs, Runs)
+    ]
     needed = {
         (runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
         for runs in every_runs
@@ -235,6 +241,7 @@ FIGURES = [
     "corruption_curves",
     "grpo_tiny_curves_collected",
     "grpo_tiny_curves_recompute",
+    "filters_profiles",
 ]
 TABLES = [
     "fig6b_efficiency",
@@ -274,6 +281,7 @@ TABLES = [
     "corruption_lm_tiny",
     "grpo_tiny",
     "grpo_paper",
+    "filters_leaderboard",
 ]
 
 
@@ -300,6 +308,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "corruption_reward_0.1.csv",
         "eval_noise.csv",  # the fidelity leads' runs: a refresh gathers them into their experiments' CSVs
         "fidelity_train_env.csv",
+        "filters.csv",
         "heuristics_advantage.csv",
         "heuristics_td_error.csv",
         "main.csv",
@@ -758,6 +767,33 @@ def test_probability_of_improvement_compares_every_pair_of_seeds(made):
     assert rows.index.tolist() == MAIN_ENV_TITLES + ["All envs (mean)"]
     assert rows["P(IIF > standard) [95 % CI]"].str.startswith("0.60 [").all()
     assert rows["P(Random > standard) [95 % CI]"].str.startswith("0.40 [").all()
+
+
+def test_filters_leaderboard_scores_every_arm_of_every_env_against_standard(made):
+    rows = table(made[2], "filters_leaderboard").set_index(["Env", "Method"])
+    envs = ["FrozenLake", "Acrobot", "MiniGrid", "LunarLander", "DoorKey-5x5"]
+    labels = [arm.label for arm in filters.FILTER_ARMS]
+    assert set(rows.index) == {(env, label) for env in envs + ["All envs"] for label in labels} | {
+        (env, "Standard PPO") for env in envs
+    }
+    # The areas of write_run's curves: IIF beats standard PPO in 15 of 25 seed pairs, the other filters in 10.
+    for env in envs + ["All envs"]:
+        assert rows.loc[(env, "IIF"), "P(> standard), AUC [95 % CI]"].startswith("0.60 [")
+        for label in labels[1:]:
+            assert rows.loc[(env, label), "P(> standard), AUC [95 % CI]"].startswith("0.40 [")
+    iif, consensus = rows.loc[("DoorKey-5x5", "IIF")], rows.loc[("DoorKey-5x5", "Consensus")]
+    assert iif[["Seeds", "SE_ave median", "Kept %", "s / round (× standard)"]].tolist() == [
+        "5",
+        "33.3",
+        "97.7",  # n_kept / n_records = 2000 / 2048 every round
+        "2.50 (×0.83)",  # TIMES: IIF 1 + 0.5 + 1 s against standard PPO's 1 + 0 + 2 s
+    ]
+    assert consensus["s / round (× standard)"] == "3.00 (×1.00)"
+    # Only FrozenLake and Acrobot have a failure criterion (figures.collapse); no synthetic seed fails it.
+    assert rows.loc[("FrozenLake", "Consensus"), "Failed / seeds"] == "0 / 5"
+    assert rows.loc[("MiniGrid", "Consensus"), "Failed / seeds"] == "—"
+    assert rows.loc[("All envs", "Consensus"), "Failed / seeds"] == "0 / 10"
+    assert rows.loc[("All envs", "IIF"), "Seeds"] == "25"
 
 
 def test_three_way_table_scores_each_source_over_the_authors_rounds(made):

@@ -19,13 +19,26 @@ from rlinfluence.validation import validate
 
 MAIN_ENVS = ["frozenlake", "acrobot", "minigrid", "highway", "lunarlander", "bipedalwalker"]
 P_ABLATION_ENVS = ["frozenlake", "acrobot", "minigrid", "lunarlander"]
-PAPER_P = {"doorkey": 12.5, "frozenlake": 50, "acrobot": 50, "minigrid": 12.5, "highway": 50, "lunarlander": 12.5, "bipedalwalker": 6.25}
+PAPER_P = {
+    "doorkey": 12.5,
+    "frozenlake": 50,
+    "acrobot": 50,
+    "minigrid": 12.5,
+    "highway": 50,
+    "lunarlander": 12.5,
+    "bipedalwalker": 6.25,
+}
 
 
 def runs(envs, tags, seeds, optimizer=None):
     """(env, optimizer, method_tag, seed) of a product; '{p}' in a tag is the env's paper p."""
     return {
-        (env, optimizer or ("adam" if env in ("bipedalwalker", "doorkey") else "sgd"), tag.format(p=f"{PAPER_P[env]:g}"), seed)
+        (
+            env,
+            optimizer or ("adam" if env in ("bipedalwalker", "doorkey") else "sgd"),
+            tag.format(p=f"{PAPER_P[env]:g}"),
+            seed,
+        )
         for env in envs
         for tag in tags
         for seed in range(seeds)

@@ -24,17 +24,19 @@ MAIN_RUNS = Runs("main", (STANDARD, IIF, RANDOM))
 SE_TAUS = np.linspace(-50.0, 80.0, 131)  # SE_ave thresholds (%) of the performance profiles
 
 
-def _area(run: pd.DataFrame) -> float:
+def run_area(run: pd.DataFrame) -> float:
     """A run's score for P(X > Y): its mean test return over the evaluated rounds after round 0 (the
     area under its learning curve), so that learning sooner counts, not only where it ends."""
     return float(np.nanmean(curve(run)[1:]))
 
 
-def _areas(rows: pd.DataFrame, env: str, arm_label: str) -> np.ndarray:
-    return np.array([_area(by_arm(runs)[arm_label]) for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)])
+def area_per_seed(rows: pd.DataFrame, env: str, arm_label: str) -> np.ndarray:
+    return np.array(
+        [run_area(by_arm(runs)[arm_label]) for _, runs in rows[rows["env"] == env].groupby("seed", sort=True)]
+    )
 
 
-def _palette(arms) -> dict[str, tuple]:
+def arm_palette(arms) -> dict[str, tuple]:
     """One colour per arm, the same in every aggregate figure."""
     return dict(zip([arm.label for arm in arms], sns.color_palette("colorblind", len(arms))))
 
@@ -45,7 +47,9 @@ def improvement_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     for label, env_subset in [*((paper.ENV_TITLES[env], (env,)) for env in envs), ("All envs (mean)", envs)]:
         cells = {}
         for arm in FILTERS:
-            pairs = [(_areas(rows, env, arm.label), _areas(rows, env, STANDARD.label)) for env in env_subset]
+            pairs = [
+                (area_per_seed(rows, env, arm.label), area_per_seed(rows, env, STANDARD.label)) for env in env_subset
+            ]
             ci = metrics.probability_of_improvement_ci(pairs)
             cells[f"P({arm.label} > standard) [95 % CI]"] = f"{ci.mean:.2f} [{ci.low:.2f}, {ci.high:.2f}]"
         table.append(
@@ -58,19 +62,28 @@ def improvement_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
+def plot_profiles(ax, per_arm: dict[str, list[np.ndarray]], taus: np.ndarray, palette: dict[str, tuple]) -> None:
+    """One performance profile per arm (metrics.performance_profile of its per-env scores) with its 95 % band."""
+    for label, per_env in per_arm.items():
+        fraction, low, high = metrics.performance_profile(per_env, taus)
+        ax.plot(taus, fraction, color=palette[label], label=label)
+        ax.fill_between(taus, low, high, color=palette[label], alpha=0.2, linewidth=0)
+
+
 def performance_profiles(output: Output[Runs], rows: pd.DataFrame) -> Figure:
     per_seed = efficiency_per_seed(rows, FILTERS)
-    palette = _palette(output.runs.arms)
+    palette = arm_palette(output.runs.arms)
     with figure_style():
         fig = Figure(figsize=(5.5, 3.6), layout="constrained")
         ax = fig.subplots()
-        for arm in FILTERS:
-            of_arm = per_seed[per_seed["arm"] == arm.label]
-            fraction, low, high = metrics.performance_profile(
-                [group["SE_ave"].to_numpy() for _, group in of_arm.groupby("env", sort=True)], SE_TAUS
-            )
-            ax.plot(SE_TAUS, fraction, color=palette[arm.label], label=arm.label)
-            ax.fill_between(SE_TAUS, low, high, color=palette[arm.label], alpha=0.2, linewidth=0)
+        per_arm = {
+            arm.label: [
+                group["SE_ave"].to_numpy()
+                for _, group in per_seed[per_seed["arm"] == arm.label].groupby("env", sort=True)
+            ]
+            for arm in FILTERS
+        }
+        plot_profiles(ax, per_arm, SE_TAUS, palette)
         ax.axvline(0.0, color="grey", linewidth=0.8)
         ax.set(xlabel="SE_ave τ (%)", ylabel="fraction of runs with SE_ave > τ", ylim=(0, 1))
         ax.legend(frameon=False)
@@ -80,7 +93,7 @@ def performance_profiles(output: Output[Runs], rows: pd.DataFrame) -> Figure:
 
 def iqm_curves(output: Output[Runs], rows: pd.DataFrame) -> Figure:
     envs, arms = output.runs.envs, output.runs.arms
-    palette = _palette(arms)
+    palette = arm_palette(arms)
     ncols = min(len(envs), 3)
     nrows = -(-len(envs) // ncols)
     with figure_style():

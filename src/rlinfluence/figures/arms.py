@@ -36,6 +36,12 @@ IIF_GUARD = Arm("IIF + entropy guard", "iif_guard-p{p}")
 IIF_AUTO = Arm("IIF, p = auto", "iif-pauto")
 IIF_GUARD_AUTO = Arm("IIF + entropy guard, p = auto", "iif_guard-pauto")
 ROBUST_ARMS = (IIF_GUARD, IIF_AUTO, IIF_GUARD_AUTO)
+# Beyond the paper (the benchmark of rollout filters, figures/filters.py): random at 25 %, gradient consensus, and
+# IIF and consensus dropping whole episodes (method.granularity=episode).
+RANDOM_25 = Arm("Random 25 %", "random-p25")
+CONSENSUS = Arm("Consensus", "consensus-p{p}")
+IIF_EPISODES = Arm("IIF, episodes", "iif-ep-p{p}")
+CONSENSUS_EPISODES = Arm("Consensus, episodes", "consensus-ep-p{p}")
 # The p ablation's arms (+experiment=p_ablation sweeps the same p).
 ABLATION_PS = (6.25, 12.5, 25.0, 50.0, 100.0)
 IIF_AT_P = tuple(Arm(f"IIF p = {p:g} %", f"iif-p{p:g}") for p in ABLATION_PS)

@@ -5,7 +5,8 @@ makes its runs, and what it needs beyond or instead of what that overlay launche
 drawn from the analyses' CSVs (section4.py), the counterfactual check's (counterfactual.py), the RLHF
 outputs, drawn from the language-model runs' CSV (rlhf.py), the cross-env aggregates (aggregates.py)
 the fidelity comparison with the authors' released pipeline (fidelity.py), IIF dropped into stock
-stable-baselines3 PPO (sb3_dropin.py) and the fidelity leads (fidelity_leads.py).
+stable-baselines3 PPO (sb3_dropin.py), the fidelity leads (fidelity_leads.py), planted bad data (corruption.py),
+IIF on GRPO (grpo.py) and the benchmark of rollout filters (filters.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rlinfluence.figures import (
     counterfactual,
     fidelity,
     fidelity_leads,
+    filters,
     grpo,
     paper,
     rlhf,
@@ -312,4 +314,5 @@ OUTPUTS = (
     + fidelity_leads.OUTPUTS
     + corruption.OUTPUTS
     + grpo.OUTPUTS
+    + filters.OUTPUTS
 )

@@ -49,9 +49,19 @@ class Failure:
 
 
 @functools.cache
+def _criteria() -> dict:
+    """figures.collapse in conf/config.yaml: the envs that have a failure criterion, and theirs."""
+    return dict(compose_config([]).figures.collapse)
+
+
+def has_failure_criterion(env: str) -> bool:
+    return env in _criteria()
+
+
+@functools.cache
 def failure(env: str) -> Failure:
-    """What counts as a failed seed of `env`: figures.collapse in conf/config.yaml."""
-    criterion = compose_config([]).figures.collapse[env]
+    """What counts as a failed seed of `env`."""
+    criterion = _criteria()[env]
     return Failure(criterion.below, criterion.by_round)
 
 

@@ -22,6 +22,7 @@ from rlinfluence.run.identity import CLEAN
 CPU_EVALUATION = {
     "acrobot": "eval.episodes=100",
     "minigrid": "eval.episodes=100",
+    "doorkey": "eval.episodes=100",
     "lunarlander": "eval.episodes=50",
     "highway": "eval.episodes=50",
     "bipedalwalker": "eval.every=5 eval.episodes=50",

@@ -70,13 +70,14 @@ class AuthorsRuns(ExternalRuns):
 
 @dataclass(frozen=True)
 class Sources:
-    """Several sources' runs of the same envs, drawn together: each contributes rows with a `source` label."""
+    """Several sources' runs, drawn together: each contributes rows with a `source` label. Its envs are every
+    source's, in the order the sources name them."""
 
     parts: tuple[tuple[str, Requirement], ...]  # (source label, its runs)
 
     @property
     def envs(self) -> tuple[str, ...]:
-        return self.parts[0][1].envs
+        return tuple(dict.fromkeys(env for _, runs in self.parts for env in runs.envs))
 
     @property
     def experiments(self) -> tuple[str, ...]:
@@ -107,9 +108,12 @@ class Sources:
         }
 
     def restricted_to(self, envs: tuple[str, ...]) -> Self:
-        # Each source keeps only its own envs among `envs` (one may cover fewer than the others).
+        # Each source keeps only its own envs among `envs`; one left with none is dropped (a Runs with no env
+        # would fall back to its overlay's).
         parts = tuple(
-            (label, runs.restricted_to(tuple(e for e in envs if e in runs.envs))) for label, runs in self.parts
+            (label, runs.restricted_to(kept))
+            for label, runs in self.parts
+            if (kept := tuple(env for env in envs if env in runs.envs))
         )
         return replace(self, parts=parts)
 

@@ -20,8 +20,7 @@ SB3 study, the authors' runs) must be complete for the output to be made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Self
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -100,15 +99,6 @@ class Leads(Sources):
 
     def shortfalls(self, data: FigureData) -> dict[str, str]:
         return self.committed.shortfalls(data)
-
-    def restricted_to(self, envs: tuple[str, ...]) -> Self:
-        # A source left with no env is dropped (a Runs with none would fall back to its overlay's envs).
-        parts = tuple(
-            (label, runs.restricted_to(kept))
-            for label, runs in self.parts
-            if (kept := tuple(env for env in envs if env in runs.envs))
-        )
-        return replace(self, parts=parts)
 
     def runs_of(self, label: str, env: str) -> ArmRuns | None:
         """The runs of source `label` that cover `env` (every source here is an arm's runs)."""

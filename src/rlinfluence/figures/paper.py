@@ -17,6 +17,7 @@ ENV_TITLES = {
     "lunarlander": "LunarLander",
     "bipedalwalker": "BipedalWalker",
     "pong": "Pong",
+    "doorkey": "DoorKey-5x5",  # beyond the paper: the benchmark of rollout filters
 }
 
 # Fig. 6(b), SGD (BipedalWalker: Adam), 5 seeds.
