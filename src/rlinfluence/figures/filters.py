@@ -26,6 +26,7 @@ from rlinfluence.figures.arms import (
     RANDOM,
     RANDOM_25,
     STANDARD,
+    Arm,
 )
 from rlinfluence.figures.collapse import failure, has_failure_criterion
 from rlinfluence.figures.control_runs import Runs
@@ -81,56 +82,36 @@ def _per_run(rows: pd.DataFrame, env: str, label: str) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+def _row(env: str | None, arm: Arm, se: np.ndarray, pairs: list, runs: pd.DataFrame) -> dict[str, str]:
+    """One leaderboard row from an arm's per-seed SE_ave, its (method, standard) areas per env and `_per_run`'s
+    rows; `env` None is the all-envs row, which has no return or seconds (those of different envs do not add up)."""
+    failed, one_env = runs["failed"].dropna(), env is not None
+    return {
+        "Env": paper.ENV_TITLES.get(env, env) if env is not None else "All envs",
+        "Method": arm.label,
+        "Seeds": str(len(runs)),
+        "SE_ave median": f"{np.median(se):.1f}" if se.size else MISSING_CELL,
+        "SE_ave IQM [95 % CI]": _iqm_cell(se, 1) if se.size else MISSING_CELL,
+        "P(> standard), AUC [95 % CI]": _poi_cell(pairs) if arm != STANDARD else MISSING_CELL,
+        "Final return, median": f"{runs['final'].median():.2f}" if one_env else MISSING_CELL,
+        "Failed / seeds": f"{int(failed.sum())} / {len(failed)}" if len(failed) else MISSING_CELL,
+        "Kept %": f"{100 * runs['kept'].mean():.1f}" if one_env else MISSING_CELL,
+        "s / round": f"{runs['seconds'].mean():.2f}" if one_env else MISSING_CELL,
+    }
+
+
 def leaderboard(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame:
     envs = output.runs.envs
     per_seed = efficiency_per_seed(rows, FILTER_ARMS)
-    table = []
-    for arm in (STANDARD, *FILTER_ARMS):
-        for env in envs:
-            runs = _per_run(rows, env, arm.label)
-            standard_seconds = _per_run(rows, env, STANDARD.label)["seconds"].mean()
-            se = per_seed[(per_seed["env"] == env) & (per_seed["arm"] == arm.label)]["SE_ave"].to_numpy()
-            failed = runs["failed"].dropna()
-            table.append(
-                {
-                    "Env": paper.ENV_TITLES.get(env, env),
-                    "Method": arm.label,
-                    "Seeds": str(len(runs)),
-                    "SE_ave median": f"{np.median(se):.1f}" if se.size else MISSING_CELL,
-                    "SE_ave IQM [95 % CI]": _iqm_cell(se, 1) if se.size else MISSING_CELL,
-                    "P(> standard), AUC [95 % CI]": (
-                        _poi_cell([(area_per_seed(rows, env, arm.label), area_per_seed(rows, env, STANDARD.label))])
-                        if arm != STANDARD
-                        else MISSING_CELL
-                    ),
-                    "Final return, median": f"{runs['final'].median():.2f}",
-                    "Failed / seeds": f"{int(failed.sum())} / {len(failed)}" if len(failed) else MISSING_CELL,
-                    "Kept %": f"{100 * runs['kept'].mean():.1f}",
-                    "s / round (× standard)": (
-                        f"{runs['seconds'].mean():.2f} (×{runs['seconds'].mean() / standard_seconds:.2f})"
-                    ),
-                }
-            )
-        if arm == STANDARD:
-            continue
-        se = per_seed[per_seed["arm"] == arm.label]["SE_ave"].to_numpy()
-        pairs = [(area_per_seed(rows, env, arm.label), area_per_seed(rows, env, STANDARD.label)) for env in envs]
-        failed = pd.concat([_per_run(rows, env, arm.label)["failed"] for env in envs]).dropna()
-        table.append(
-            {
-                "Env": "All envs",
-                "Method": arm.label,
-                "Seeds": str(len(se)),
-                "SE_ave median": f"{np.median(se):.1f}",
-                "SE_ave IQM [95 % CI]": _iqm_cell(se, 1),
-                "P(> standard), AUC [95 % CI]": _poi_cell(pairs),
-                "Final return, median": MISSING_CELL,  # returns of different envs do not add up
-                "Failed / seeds": f"{int(failed.sum())} / {len(failed)}" if len(failed) else MISSING_CELL,
-                "Kept %": MISSING_CELL,
-                "s / round (× standard)": MISSING_CELL,
-            }
-        )
-    return pd.DataFrame(table)
+
+    def row(env: str | None, arm: Arm) -> dict[str, str]:
+        covered = envs if env is None else (env,)
+        se = per_seed[(per_seed["arm"] == arm.label) & per_seed["env"].isin(covered)]["SE_ave"].to_numpy()
+        pairs = [(area_per_seed(rows, e, arm.label), area_per_seed(rows, e, STANDARD.label)) for e in covered]
+        return _row(env, arm, se, pairs, pd.concat([_per_run(rows, e, arm.label) for e in covered]))
+
+    every_env = [row(env, arm) for env in envs for arm in (STANDARD, *FILTER_ARMS)]
+    return pd.DataFrame(every_env + [row(None, arm) for arm in FILTER_ARMS])
 
 
 def normalised_areas(rows: pd.DataFrame, envs: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
@@ -171,7 +152,9 @@ OUTPUTS: tuple[Output, ...] = (
         "Final return: the last evaluated round's. Failed: the collapse tables' criterion (conf/config.yaml, "
         "figures.collapse), where an env has one. Kept %: records kept over all training rounds (the episode "
         "variants round to whole episodes, so they may keep more than p says). s / round: training seconds "
-        "(collection + influence + update) per round, mean over seeds, and its ratio to standard PPO's.",
+        "(collection + influence + update) per round, mean over seeds; the main comparison's runs were timed in "
+        "other sittings, under other load, so compare seconds only between arms made together (docs/extending.md "
+        "measures the new arms' cost against IIF in one invocation).",
         FILTERS_RUNS,
         leaderboard,
     ),
