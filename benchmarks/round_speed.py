@@ -2,11 +2,15 @@
 
     python benchmarks/round_speed.py [--rounds 5] [--envs lunarlander frozenlake]
     python benchmarks/round_speed.py --rounds 1 --envs frozenlake --n-steps 64 --eval-episodes 2   # smoke: seconds
+    python benchmarks/round_speed.py --filters [--envs minigrid]   # also the rollout filters' arms (issue 46)
 
 Same hyperparameters on both sides (the env's paper settings: 2,048 records, batch 64, 10 epochs,
 SGD at the env's lr, max_grad_norm 0.5 as SB3's default, one env, one torch thread). Prints, per env,
 seconds per round and steps/s for SB3 PPO, our PPO and our IIF, their ratios, the share of an IIF
-round spent in influence scoring, and the time of one evaluation at the paper's 1,000 episodes.
+round spent in influence scoring, and the time of one evaluation at the paper's 1,000 episodes. With
+--filters, the benchmark of rollout filters' arms (random at the env's p and at 25 %, gradient consensus, IIF
+and consensus dropping whole episodes) join the same interleaved rounds, each with its ratio to our PPO and IIF:
+the leaderboard's seconds come from runs of different sittings, these from one invocation.
 Needs the `bench` extra (stable-baselines3).
 """
 
@@ -33,12 +37,12 @@ def compose_config(overrides: list[str]):
 class OurRound:
     """One of our rounds (collect + influence + select + update; no evaluation) per call."""
 
-    def __init__(self, env: str, method: str, n_steps: int):
+    def __init__(self, env: str, method: list[str], n_steps: int):
         # No round evaluates (eval.every beyond any --rounds): the benchmark times one evaluation on its own.
         cfg = compose_config(
             [
                 f"env={env}",
-                f"method={method}",
+                *method,
                 f"env.n_steps={n_steps}",
                 "ppo.max_grad_norm=0.5",
                 "eval.every=1000000",
@@ -96,6 +100,16 @@ def interleaved(runners: dict, rounds: int) -> dict[str, list[dict[str, float]]]
     return times
 
 
+# The rollout filters' arms beyond IIF (conf/experiment/filters.yaml), as the overrides that make each.
+FILTER_ARMS = {
+    "random": ["method=random"],
+    "random 25 %": ["method=random25"],
+    "consensus": ["method=consensus"],
+    "IIF, episodes": ["method=iif", "method.granularity=episode"],
+    "consensus, episodes": ["method=consensus", "method.granularity=episode"],
+}
+
+
 def median(samples: list[dict[str, float]], key: str = "total") -> float:
     return statistics.median(sample[key] for sample in samples)
 
@@ -116,15 +130,18 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["lunarlander", "frozenlake"])
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--n-steps", type=int, default=2048, help="records a round (the paper's 2,048)")
+    parser.add_argument("--filters", action="store_true", help="also time the rollout filters' arms")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
     for env in args.envs:
+        filters = FILTER_ARMS if args.filters else {}
         times = interleaved(
             {
                 "sb3": SB3Round(env, args.n_steps),
-                "ppo": OurRound(env, "ppo", args.n_steps),
-                "iif": OurRound(env, "iif", args.n_steps),
+                "ppo": OurRound(env, ["method=ppo"], args.n_steps),
+                "iif": OurRound(env, ["method=iif"], args.n_steps),
+                **{name: OurRound(env, overrides, args.n_steps) for name, overrides in filters.items()},
             },
             args.rounds,
         )
@@ -137,6 +154,9 @@ def main() -> None:
         print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
         print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
         print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
+        for name in filters:
+            arm = median(times[name])
+            print(f"  {name:<20} {arm:6.3f} s/round   ratio to our PPO {arm / ppo:4.2f}, to our IIF {arm / iif:4.2f}")
         print(
             f"  evaluation {eval_time:6.2f} s for {args.eval_episodes} episodes (initial policy, "
             f"mean return {eval_return:.1f})"

@@ -153,8 +153,8 @@ OUTPUTS: tuple[Output, ...] = (
         "figures.collapse), where an env has one. Kept %: records kept over all training rounds (the episode "
         "variants round to whole episodes, so they may keep more than p says). s / round: training seconds "
         "(collection + influence + update) per round, mean over seeds; the main comparison's runs were timed in "
-        "other sittings, under other load, so compare seconds only between arms made together (docs/extending.md "
-        "measures the new arms' cost against IIF in one invocation).",
+        "other sittings, under other load, so compare seconds only between arms made together "
+        "(`python benchmarks/round_speed.py --filters` times every arm in one invocation).",
         FILTERS_RUNS,
         leaderboard,
     ),
