@@ -191,3 +191,23 @@ def test_the_readmes_results_at_a_glance_quote_the_committed_tables():
         assert f"| {env} | ours, clean protocol | {rounds} | 5 | {ours} |" in three_way
     assert "| All envs (mean) | 5 | 0.70 [0.57, 0.83] | 0.23 [0.12, 0.37] |" in aggregates
     assert "**0.70**\n[0.57, 0.83]" in glance and "0.23 [0.12, 0.37]" in glance
+
+
+def test_the_readmes_which_filter_table_quotes_the_committed_leaderboard():
+    section = README.split("## Which filter?")[1].split("\n## ")[0]
+    leaderboard = {
+        (cells[0], cells[1]): cells[5]
+        for line in (REPO_ROOT / "paper_figures" / "filters_leaderboard.md").read_text().splitlines()
+        if line.startswith("| ") and not line.startswith("| Env ")
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+    }
+    header, _, *rows = [line for line in section.splitlines() if line.startswith("|")]
+    methods = [cell.strip() for cell in header.strip("|").split("|")][1:]
+    quoted = {}
+    for row in rows:
+        env, *cells = [cell.strip() for cell in row.strip("|").split("|")]
+        quoted.update({(env, method): cell for method, cell in zip(methods, cells, strict=True)})
+    assert len(quoted) == 6 * 6
+    for (env, method), cell in quoted.items():
+        # Per env the point estimate, over all envs with its interval.
+        assert leaderboard[(env, method)] == cell or leaderboard[(env, method)].startswith(f"{cell} ["), (env, method)
