@@ -136,23 +136,31 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
     for env in args.envs:
         filters = FILTER_ARMS if args.filters else {}
+        # SB3's peer is its MlpPolicy on the bare env; a preset with an image network (MiniGrid, DoorKey) has none.
+        sb3_peer = compose_config([f"env={env}"]).env.network.kind == "mlp"
         times = interleaved(
             {
-                "sb3": SB3Round(env, args.n_steps),
+                **({"sb3": SB3Round(env, args.n_steps)} if sb3_peer else {}),
                 "ppo": OurRound(env, ["method=ppo"], args.n_steps),
                 "iif": OurRound(env, ["method=iif"], args.n_steps),
                 **{name: OurRound(env, overrides, args.n_steps) for name, overrides in filters.items()},
             },
             args.rounds,
         )
-        sb3, ppo, iif = median(times["sb3"]), median(times["ppo"]), median(times["iif"])
+        ppo, iif = median(times["ppo"]), median(times["iif"])
         influence = median(times["iif"], "influence")
         eval_time, eval_return = evaluation_seconds(env, args.eval_episodes)
         n = args.n_steps
         print(f"\n[{env}] {n} records/round, median of {args.rounds} interleaved rounds")
-        print(f"  SB3 PPO    {sb3:6.3f} s/round  {n / sb3:7.0f} steps/s")
-        print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
-        print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
+        if sb3_peer:
+            sb3 = median(times["sb3"])
+            print(f"  SB3 PPO    {sb3:6.3f} s/round  {n / sb3:7.0f} steps/s")
+            print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
+            print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
+        else:
+            print("  SB3 PPO    not timed: the preset's image network has no SB3 MlpPolicy peer")
+            print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s")
+            print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   ratio to our PPO {iif / ppo:4.2f}")
         print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
         for name in filters:
             arm = median(times[name])

@@ -57,3 +57,17 @@ def test_a_benchmarks_smoke_run_finishes_and_prints_what_it_compares(script, tmp
         torch.set_num_threads(threads)
     printed = capfd.readouterr()
     assert PRINTS[script] in printed.out + printed.err, printed
+
+
+def test_round_speed_times_an_image_env_without_an_sb3_peer_and_says_why(monkeypatch, capfd):
+    """MiniGrid's and DoorKey's CNN have no SB3 MlpPolicy peer: the script skips SB3 there instead of crashing."""
+    args = ["--rounds", "1", "--envs", "minigrid", "--n-steps", "64", "--eval-episodes", "2"]
+    monkeypatch.setattr(sys, "argv", ["round_speed.py", *args])
+    threads = torch.get_num_threads()
+    try:
+        runpy.run_path(str(BENCHMARKS / "round_speed.py"), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+    printed = capfd.readouterr().out
+    assert "SB3 PPO    not timed: the preset's image network has no SB3 MlpPolicy peer" in printed
+    assert "ratio to our PPO" in printed and "speed-up vs SB3 PPO" not in printed
