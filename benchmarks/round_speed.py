@@ -63,10 +63,9 @@ class OurRound:
 class SB3Round:
     """One stock stable-baselines3 PPO rollout + update per call, on the same hyperparameters."""
 
-    def __init__(self, env: str, n_steps: int):
+    def __init__(self, cfg, n_steps: int):
         from stable_baselines3 import PPO
 
-        cfg = compose_config([f"env={env}"])
         # The bare env: SB3 one-hot encodes Discrete observations itself.
         sb3_env = gym.make(cfg.env.id, **cfg.env.make_kwargs)
         self.model = PPO(
@@ -137,10 +136,11 @@ def main() -> None:
     for env in args.envs:
         filters = FILTER_ARMS if args.filters else {}
         # SB3's peer is its MlpPolicy on the bare env; a preset with an image network (MiniGrid, DoorKey) has none.
-        sb3_peer = compose_config([f"env={env}"]).env.network.kind == "mlp"
+        env_cfg = compose_config([f"env={env}"])
+        sb3_peer = env_cfg.env.network.kind == "mlp"
         times = interleaved(
             {
-                **({"sb3": SB3Round(env, args.n_steps)} if sb3_peer else {}),
+                **({"sb3": SB3Round(env_cfg, args.n_steps)} if sb3_peer else {}),
                 "ppo": OurRound(env, ["method=ppo"], args.n_steps),
                 "iif": OurRound(env, ["method=iif"], args.n_steps),
                 **{name: OurRound(env, overrides, args.n_steps) for name, overrides in filters.items()},
@@ -155,12 +155,12 @@ def main() -> None:
         if sb3_peer:
             sb3 = median(times["sb3"])
             print(f"  SB3 PPO    {sb3:6.3f} s/round  {n / sb3:7.0f} steps/s")
-            print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / ppo:4.2f}x")
-            print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   speed-up vs SB3 PPO {sb3 / iif:4.2f}x")
+            ppo_vs, iif_vs = f"speed-up vs SB3 PPO {sb3 / ppo:4.2f}x", f"speed-up vs SB3 PPO {sb3 / iif:4.2f}x"
         else:
             print("  SB3 PPO    not timed: the preset's image network has no SB3 MlpPolicy peer")
-            print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s")
-            print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   ratio to our PPO {iif / ppo:4.2f}")
+            ppo_vs, iif_vs = "", f"ratio to our PPO {iif / ppo:4.2f}"
+        print(f"  our PPO    {ppo:6.3f} s/round  {n / ppo:7.0f} steps/s   {ppo_vs}".rstrip())
+        print(f"  our IIF    {iif:6.3f} s/round  {n / iif:7.0f} steps/s   {iif_vs}")
         print(f"  influence  {influence * 1e3:6.1f} ms/round = {influence / iif:5.1%} of an IIF round")
         for name in filters:
             arm = median(times[name])

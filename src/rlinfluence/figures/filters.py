@@ -82,7 +82,9 @@ def _per_run(rows: pd.DataFrame, env: str, label: str) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def _row(env: str | None, arm: Arm, se: np.ndarray, pairs: list, runs: pd.DataFrame) -> dict[str, str]:
+def _row(
+    env: str | None, arm: Arm, se: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]], runs: pd.DataFrame
+) -> dict[str, str]:
     """One leaderboard row from an arm's per-seed SE_ave, its (method, standard) areas per env and `_per_run`'s
     rows; `env` None is the all-envs row, which has no return or seconds (those of different envs do not add up)."""
     failed, one_env = runs["failed"].dropna(), env is not None
