@@ -287,33 +287,42 @@ def lm_rows(experiment: str, env: str, model: str, rounds: int = 4, seeds: int =
 
 def write_authors_runs(data_dir) -> None:
     """paper_figures/data/authors.csv as benchmarks/authors_pipeline/convert.py writes it: rounds 0-3 of
-    5 seeds of both arms on the authors' two envs; their IIF tests exactly as their standard PPO does."""
+    5 seeds of both arms on the authors' two envs, tested at our committed runs' episodes (MiniGrid 100,
+    LunarLander 50); their IIF tests exactly as their standard PPO does. And authors_eval_noise.csv: MiniGrid
+    seed 0 at their scripts' 1,000 episodes, where IIF tests 0, 2, 3, 3 against standard PPO's 0, 1, 2, 3."""
     from rlinfluence.figures.runs import TIDY_COLUMNS
 
-    rows = [
-        {
-            "experiment": "authors",
-            "env": env,
-            "method": method,
-            "method_tag": tag,
-            "p": p,
-            "optimizer": "sgd",
-            "protocol": "authors",
-            "config_hash": "abc123",
-            "seed": seed,
-            "round": k,
-            "env_steps": 2048 * k,
-            "test_return": k + 10 * seed,
-            "n_records": 2048 * (k > 0),
-            "n_kept": 1900,
-            "source": "authors",
-        }
-        for env in ("minigrid", "lunarlander")
-        for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
-        for seed in range(5)
-        for k in range(4)
-    ]
-    pd.DataFrame(rows).reindex(columns=TIDY_COLUMNS + ["source"]).to_csv(data_dir / "authors.csv", index=False)
+    def rows(experiment, envs, seeds, episodes, iif_curve=None):
+        return [
+            {
+                "experiment": experiment,
+                "env": env,
+                "method": method,
+                "method_tag": tag,
+                "p": p,
+                "optimizer": "sgd",
+                "protocol": "authors",
+                "config_hash": f"abc12{episodes[env] % 7}",
+                "seed": seed,
+                "round": k,
+                "env_steps": 2048 * k,
+                "test_return": iif_curve[k] if method == "iif" and iif_curve else k + 10 * seed,
+                "n_records": 2048 * (k > 0),
+                "n_kept": 1900,
+                "source": "authors",
+                "test_episodes": episodes[env],
+            }
+            for env in envs
+            for method, tag, p in (("ppo", "ppo", None), ("iif", "iif-p12.5", 12.5))
+            for seed in seeds
+            for k in range(4)
+        ]
+
+    columns = TIDY_COLUMNS + ["source", "test_episodes"]
+    committed = rows("authors", ("minigrid", "lunarlander"), range(5), {"minigrid": 100, "lunarlander": 50})
+    pd.DataFrame(committed).reindex(columns=columns).to_csv(data_dir / "authors.csv", index=False)
+    noise = rows("authors_eval_noise", ("minigrid",), [0], {"minigrid": 1000}, [0.0, 2.0, 3.0, 3.0])
+    pd.DataFrame(noise).reindex(columns=columns).to_csv(data_dir / "authors_eval_noise.csv", index=False)
 
 
 def write_sb3_runs(data_dir) -> None:

@@ -1,6 +1,7 @@
 """Parse the authors' result files into our tidy rows: paper_figures/data/authors.csv.
 
     python benchmarks/authors_pipeline/convert.py --work ~/authors-work
+    python benchmarks/authors_pipeline/convert.py --work ~/authors-work-1000 --experiment authors_eval_noise
 
 Reads <work>/<env>/seed<k>/results_<env>/ as driver.py leaves it. Each test in their files names the
 checkpoint it loaded (`policy_grad_<N>.zip`, N gradient updates; 320 per round), so the round of a
@@ -31,7 +32,11 @@ from rlinfluence.run.provenance import LIBRARIES
 UPDATES_PER_ROUND = 320  # 2,048 records / 64 per minibatch x 10 epochs
 N_STEPS = 2048
 P = 12.5
-AUTHORS_CSV = REPO_ROOT / "paper_figures" / "data" / "authors.csv"
+DATA_DIR = REPO_ROOT / "paper_figures" / "data"
+# The experiment a work dir's runs belong to, each with its own tidy CSV (<experiment>.csv): the three-way
+# comparison's runs test as many episodes a round as our committed runs; the evaluation-noise lead's (issue 42,
+# lead 2) test their scripts' own 1,000 on seeds the three-way comparison has.
+EXPERIMENTS = ("authors", "authors_eval_noise")
 EXTRA_COLUMNS = ["source", "test_episodes", "tested_checkpoint", "result_file"]
 
 # What each env's runs are made of; hashed into config_hash with the test-episode count.
@@ -166,13 +171,13 @@ def venv_versions(venv: Path | None) -> str | None:
     return ";".join(f"{name}=={versions[name]}" for name in names if name in versions)
 
 
-def tidy(rows: list[dict], env: str, seed: int, method: str, versions: str | None) -> pd.DataFrame:
+def tidy(rows: list[dict], env: str, seed: int, method: str, versions: str | None, experiment: str) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     episodes = frame["test_episodes"].unique()
     if len(episodes) != 1:
         sys.exit(f"convert: {env} seed {seed} {method}: tests with several episode counts {sorted(episodes)}")
     frame = frame.assign(
-        experiment="authors",
+        experiment=experiment,
         env=env,
         method=method,
         method_tag="ppo" if method == "ppo" else f"iif-p{P:g}",
@@ -194,7 +199,7 @@ def tidy(rows: list[dict], env: str, seed: int, method: str, versions: str | Non
     return frame.reindex(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
 
 
-def convert(work: Path, versions: str | None) -> pd.DataFrame:
+def convert(work: Path, versions: str | None, experiment: str = EXPERIMENTS[0]) -> pd.DataFrame:
     runs = []
     for env in ENVS:
         for seed_dir in sorted((work / env).glob("seed*")):
@@ -203,22 +208,24 @@ def convert(work: Path, versions: str | None) -> pd.DataFrame:
             if standard is None:
                 print(f"convert: {env} seed {seed}: standard test unfinished, skipped")
                 continue
-            runs.append(tidy(standard, env, seed, "ppo", versions))
+            runs.append(tidy(standard, env, seed, "ppo", versions, experiment))
             iif = iif_run(results, env, seed, round_zero=standard[0])
             if iif is None:
                 print(f"convert: {env} seed {seed}: IIF loop unfinished, skipped")
                 continue
-            runs.append(tidy(iif, env, seed, "iif", versions))
+            runs.append(tidy(iif, env, seed, "iif", versions, experiment))
     return pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=TIDY_COLUMNS + EXTRA_COLUMNS)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, type=Path, help="driver.py's --work dir")
-    parser.add_argument("--out", type=Path, default=AUTHORS_CSV)
+    parser.add_argument("--experiment", choices=EXPERIMENTS, default=EXPERIMENTS[0], help="whose CSV the runs join")
+    parser.add_argument("--out", type=Path, help="the tidy CSV (default: paper_figures/data/<experiment>.csv)")
     parser.add_argument("--venv", type=Path, help="driver.py's --venv: its library versions go into the rows")
     args = parser.parse_args()
-    fresh = convert(args.work.expanduser().resolve(), venv_versions(args.venv))
+    args.out = args.out or DATA_DIR / f"{args.experiment}.csv"
+    fresh = convert(args.work.expanduser().resolve(), venv_versions(args.venv), args.experiment)
     made_with = {
         run.config_hash: settings(run.env, int(run.test_episodes))
         for run in fresh.drop_duplicates(["env", "test_episodes"]).itertuples()

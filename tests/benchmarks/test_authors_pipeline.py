@@ -126,3 +126,13 @@ def test_the_shim_changes_only_the_test_scripts_episode_count(tmp_path):
     ).stdout.split()
     assert test == ["test_lunarlander_return.py", "--policy_path", "p.zip", "--num_episodes", "50"]
     assert train == ["train_lunarlander_with_given_batches.py", "--num_episodes", "1000"]
+
+
+def test_the_evaluation_noise_runs_join_their_own_experiment(tmp_path):
+    write_seed(tmp_path / "work", rounds=20, iif_rounds=20)
+    out = tmp_path / "authors_eval_noise.csv"
+    command = [sys.executable, PIPELINE / "convert.py", "--work", tmp_path / "work", "--out", out]
+    subprocess.run([*command, "--experiment", "authors_eval_noise"], check=True)
+    assert pd.read_csv(out)["experiment"].unique().tolist() == ["authors_eval_noise"]
+    refused = subprocess.run([*command, "--experiment", "authors_1000"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "invalid choice: 'authors_1000'" in refused.stderr

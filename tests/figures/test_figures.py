@@ -302,6 +302,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "adam.csv",
         "adam_preconditioner.csv",
         "authors.csv",
+        "authors_eval_noise.csv",
         "corruption_advantage_sign_0.05.csv",
         "corruption_advantage_sign_0.1.csv",
         "corruption_advantage_sign_0.2.csv",
@@ -986,18 +987,30 @@ def test_fidelity_leads_score_each_lead_beside_the_runs_it_would_change(made):
     assert lead1.loc[("Highway", "IIF", main), ["Rounds", "SE_ave mean ± std"]].tolist() == ["0–3", "27.8 ± 0.0"]
 
     lead2 = found["Lead 2"]
-    assert lead2[["Env", "Arm"]].drop_duplicates().values.tolist() == [
-        [env, arm] for env in ("MiniGrid", "LunarLander") for arm in ("IIF", "Random")
+    assert lead2[["Env", "Code", "Arm"]].drop_duplicates().values.tolist() == [
+        ["MiniGrid", "ours", "IIF"],
+        ["MiniGrid", "ours", "Random"],
+        ["MiniGrid", "authors' code", "IIF"],
+        ["LunarLander", "ours", "IIF"],
+        ["LunarLander", "ours", "Random"],
     ]
+    # The authors' IIF at their committed runs' 100 episodes tests as their standard PPO; at 1,000 it gains.
+    theirs = lead2[lead2["Code"] == "authors' code"]
+    assert theirs[["Test episodes", "Seeds", "SE_ave mean ± std"]].values.tolist() == [
+        ["100", "1", "0.0"],
+        ["1000", "1", "27.8"],
+    ]
+    assert theirs["Standard PPO's best test return"].tolist() == ["3.00", "3.00"]
+    ours = lead2[lead2["Code"] == "ours"]
     for env in ("minigrid", "lunarlander"):
-        episodes = lead2.loc[lead2["Env"] == paper.ENV_TITLES[env], "Test episodes"].tolist()
+        episodes = ours.loc[ours["Env"] == paper.ENV_TITLES[env], "Test episodes"].tolist()
         # each arm at the committed runs' CPU evaluation, then at the preset's
         assert episodes[:2] == [str(fidelity_leads.episodes_of(env, main)), str(preset(env).env.eval_episodes)]
         assert episodes[0] != episodes[1]
-    iif = lead2[lead2["Arm"] == "IIF"]
+    iif = ours[ours["Arm"] == "IIF"]
     assert iif["SE_ave mean ± std"].unique().tolist() == ["33.3 ± 0.0"]
     assert iif["SE_ave std / paper's ±"].unique().tolist() == ["0.0"]
-    assert lead2.loc[lead2["Arm"] == "Random", "SE_ave mean ± std"].unique().tolist() == ["-50.0 ± 0.0"]
+    assert ours.loc[ours["Arm"] == "Random", "SE_ave mean ± std"].unique().tolist() == ["-50.0 ± 0.0"]
 
     # Without clipping, the fixture's SB3 + IIF tests as its stock SB3: the variants are read apart.
     lead3 = found["Lead 3"].set_index(["Env", "Source"])
@@ -1021,6 +1034,7 @@ def test_fidelity_leads_without_their_runs_say_not_run_yet(made, tmp_path):
     _, data_dir, _ = made
     shutil.copytree(data_dir, tmp_path / "data")
     (tmp_path / "data" / "eval_noise.csv").unlink()
+    (tmp_path / "data" / "authors_eval_noise.csv").unlink()
     train_env = pd.read_csv(tmp_path / "data" / "fidelity_train_env.csv")
     kept = train_env[(train_env["env"] == "frozenlake") & (train_env["seed"] == 0)]
     kept.to_csv(tmp_path / "data" / "fidelity_train_env.csv", index=False)
@@ -1033,11 +1047,18 @@ def test_fidelity_leads_without_their_runs_say_not_run_yet(made, tmp_path):
     assert set(lead1.loc[lead1["Env"] == "FrozenLake", "Seeds"]) == {"1 of 5 (partial: runs still arriving)"}
     highway = lead1[lead1["Env"] == "Highway"]["Seeds"].tolist()
     assert highway == ["0: not run yet (`rlinfluence -m +experiment=fidelity_train_env_highway env=highway`)"]
-    lead2 = found["Lead 2"].set_index("Env")
+    lead2 = found["Lead 2"].set_index(["Env", "Code"])
     assert (
-        lead2.loc["LunarLander", "Seeds"] == "0: not run yet (`rlinfluence -m +experiment=eval_noise env=lunarlander`)"
+        lead2.loc[("LunarLander", "ours"), "Seeds"]
+        == "0: not run yet (`rlinfluence -m +experiment=eval_noise env=lunarlander`)"
     )
-    assert "CPU-hours" in lead2.loc["LunarLander", "Cost"]
+    assert "CPU-hours" in lead2.loc[("LunarLander", "ours"), "Cost"]
+    theirs = lead2.loc[("MiniGrid", "authors' code"), "Seeds"]
+    assert theirs.startswith("0: not run yet (`python benchmarks/authors_pipeline/driver.py run ")
+    assert theirs.endswith(
+        "--test-episodes 1000 && python benchmarks/authors_pipeline/convert.py --work <work> --venv <venv> "
+        "--experiment authors_eval_noise`)"
+    )
     unclipped = found["Lead 3"].set_index(["Env", "Source"]).loc[("FrozenLake", fidelity_leads.SB3_NO_CLIPPING_SOURCE)]
     assert unclipped["Seeds"].endswith("--no-grad-clipping`)") and unclipped["SE_ave mean ± std"] == "—"
     assert "fidelity_leads" not in (tmp_path / "out" / "MISSING.md").read_text()

@@ -58,13 +58,19 @@ class ExternalRuns(ArmRuns, RestrictableByEnvs):
 class AuthorsRuns(ExternalRuns):
     """The authors' own runs (standard PPO and IIF), made by their scripts, not by rlinfluence."""
 
+    # Test episodes a round; None: as many as our committed runs of the env evaluate, so both sources' curves compare.
+    test_episodes: int | None = None
+
+    def episodes(self, env: str) -> int:
+        return self.test_episodes or int(CPU_EVALUATION[env].removeprefix("eval.episodes="))
+
     def command_for(self, env: str) -> str:
-        # As many test episodes as our committed runs of the env evaluate, so both sources' curves compare.
-        episodes = CPU_EVALUATION[env].removeprefix("eval.episodes=")
+        episodes = self.episodes(env)
+        experiment = "" if self.experiment == AUTHORS else f" --experiment {self.experiment}"
         return (
             f"python benchmarks/authors_pipeline/driver.py run --venv <venv> --work <work> --env {env} "
             f"--seed <k> --test-episodes {episodes} && "
-            f"python benchmarks/authors_pipeline/convert.py --work <work> --venv <venv>"
+            f"python benchmarks/authors_pipeline/convert.py --work <work> --venv <venv>{experiment}"
         )
 
 

@@ -7,7 +7,8 @@ would change, one section per lead.
   against it, and beside that against the main comparison's own standard PPO of the same seeds, over the rounds
   both standard runs have: what changing the baseline alone does.
 - Lead 2 (`+experiment=eval_noise`): the main comparison's three arms at the presets' test episodes, beside the
-  committed runs (the CPU evaluation, control_runs.CPU_EVALUATION) of the same seeds.
+  committed runs (the CPU evaluation, control_runs.CPU_EVALUATION) of the same seeds; and the authors' pipeline at
+  their scripts' own test episodes (experiment `authors_eval_noise`) beside their committed runs of the same seeds.
 - Lead 3 (`benchmarks/sb3_iif_study.py --no-grad-clipping`): stock SB3 + IIF against stock SB3 without gradient
   clipping, beside the clipped study.
 - Also: the statistics a paper might have reported as SE_ave's "±" (fidelity.reported_spreads), a question about
@@ -34,6 +35,7 @@ from rlinfluence.figures.fidelity import (
     AUTHORS_RUNS,
     AUTHORS_SOURCE,
     FIDELITY_ENVS,
+    AuthorsRuns,
     Sources,
     paper_row,
     reported_spreads,
@@ -74,14 +76,27 @@ TRAIN_ENV_RUNS = (
     LeadRuns(f"{TRAIN_ENV}_highway", (STANDARD,), envs_needed=("highway",)),
 )
 EVAL_NOISE_RUNS = LeadRuns(EVAL_NOISE, (STANDARD, IIF, RANDOM))
+# The authors' pipeline at their scripts' 1,000 test episodes: one MiniGrid seed (about an hour on one core here; a
+# LunarLander seed would take about 3 h, benchmarks/authors_pipeline/README.md). Their standard training is
+# bit-reproducible, so its checkpoints are those their committed runs tested at 100 episodes.
+AUTHORS_EVAL_NOISE_RUNS = AuthorsRuns(
+    "authors_eval_noise",
+    ("minigrid",),
+    (STANDARD, IIF),
+    seeds=1,
+    protocols=(AUTHORS,),
+    all_seeds=True,
+    test_episodes=1000,
+)
 FILTERS = (IIF, RANDOM)
 
 MAIN_SOURCE = "the main comparison's (committed)"
 TRAIN_ENV_SOURCE = "trained on the authors' script's env"
 EVAL_NOISE_SOURCE = "the presets' test episodes"
+AUTHORS_EVAL_NOISE_SOURCE = "the authors' code at their scripts' test episodes"
 SB3_SOURCE, SB3_NO_CLIPPING_SOURCE = "stock SB3 + IIF vs stock SB3, clipped", "the same, never clipped"
 OURS_SOURCE = "ours, clean protocol (Fig. 6b)"
-ARRIVING = (TRAIN_ENV_SOURCE, EVAL_NOISE_SOURCE, SB3_NO_CLIPPING_SOURCE)
+ARRIVING = (TRAIN_ENV_SOURCE, EVAL_NOISE_SOURCE, AUTHORS_EVAL_NOISE_SOURCE, SB3_NO_CLIPPING_SOURCE)
 
 
 @dataclass(frozen=True)
@@ -116,6 +131,7 @@ LEADS = Leads(
         (SB3_SOURCE, SB3_RUNS),
         (SB3_NO_CLIPPING_SOURCE, SB3_NO_CLIPPING_RUNS),
         (AUTHORS_SOURCE, AUTHORS_RUNS),
+        (AUTHORS_EVAL_NOISE_SOURCE, AUTHORS_EVAL_NOISE_RUNS),
     )
 )
 
@@ -211,6 +227,49 @@ def _cost(env: str, main: pd.DataFrame, runs: ArmRuns) -> str:
     )
 
 
+def _noise_row(env: str, arm: str, code: str, rows: pd.DataFrame, protocol: str, episodes: int, seeds: str) -> dict:
+    """One arm of one source at one evaluation: SE_ave against standard PPO of the same seeds, and the standard
+    curve's best test return (SE_ave's top level, which a noisier test raises)."""
+    per_seed = se_per_seed(rows, arm, protocol, None)
+    reported = paper.FIG6B[env]["SE_ave"]
+    ratio = f"{per_seed['SE_ave'].std() / reported[1]:.1f}" if arm == IIF.label and len(per_seed) > 1 else MISSING_CELL
+    best = rows[rows["arm"] == STANDARD.label].groupby("seed")["test_return"].max()
+    return {
+        "Env": paper.ENV_TITLES[env],
+        "Code": code,
+        "Arm": arm,
+        "Test episodes": str(episodes),
+        "Rounds": f"0–{int(rows['round'].max())}",
+        "Seeds": seeds,
+        **robust_cells(per_seed["SE_ave"], "SE_ave"),
+        "SE_peak mean ± std": pm_over_seeds(per_seed["SE_peak"], 1),
+        "Standard PPO's best test return": pm_over_seeds(best, 2),
+        "Paper SE_ave": pm(*reported, 1) if arm == IIF.label else MISSING_CELL,
+        "SE_ave std / paper's ±": ratio,
+    }
+
+
+def _authors_noise_rows(env: str, rows: pd.DataFrame) -> list[dict]:
+    """The authors' IIF at their scripts' test episodes beside their committed runs of the same seeds."""
+    runs = AUTHORS_EVAL_NOISE_RUNS
+    theirs, committed = _of(rows, AUTHORS_EVAL_NOISE_SOURCE, env), _of(rows, AUTHORS_SOURCE, env)
+    seeds = sorted(set(theirs["seed"]) & set(committed["seed"]))
+    if not seeds:
+        return [_not_run(env, runs, Code=AUTHORS_SOURCE, **{"Test episodes": str(runs.test_episodes)})]
+    return [
+        _noise_row(
+            env,
+            IIF.label,
+            AUTHORS_SOURCE,
+            of_source[of_source["seed"].isin(seeds)],
+            AUTHORS,
+            source_runs.episodes(env),
+            _seeds_cell(len(seeds), runs.seeds),
+        )
+        for of_source, source_runs in ((committed, AUTHORS_RUNS), (theirs, runs))
+    ]
+
+
 def eval_noise_section(output: Output[Leads], rows: pd.DataFrame) -> Section:
     table = []
     for env in (env for env in output.runs.envs if env in EVAL_NOISE_RUNS.envs):
@@ -219,37 +278,34 @@ def eval_noise_section(output: Output[Leads], rows: pd.DataFrame) -> Section:
         seeds = sorted(set(lead["seed"]) & set(main["seed"]))  # the same seeds as the committed runs
         if not seeds:
             table.append(
-                _not_run(env, runs, **{"Test episodes": str(episodes_of(env, EVAL_NOISE_SOURCE))})
+                _not_run(env, runs, Code="ours", **{"Test episodes": str(episodes_of(env, EVAL_NOISE_SOURCE))})
                 | {"Cost": _cost(env, main, runs)}
             )
-            continue
-        reported = paper.FIG6B[env]["SE_ave"]
-        for arm in FILTERS:
-            for source, of_source in ((MAIN_SOURCE, main), (EVAL_NOISE_SOURCE, lead)):
-                source_rows = of_source[of_source["seed"].isin(seeds)]
-                per_seed = se_per_seed(source_rows, arm.label, CLEAN, None)
-                spread = per_seed["SE_ave"].std()
-                table.append(
-                    {
-                        "Env": paper.ENV_TITLES[env],
-                        "Arm": arm.label,
-                        "Test episodes": str(episodes_of(env, source)),
-                        "Rounds": f"0–{int(source_rows['round'].max())}",
-                        "Seeds": _seeds_cell(len(seeds), runs.seeds),
-                        **robust_cells(per_seed["SE_ave"], "SE_ave"),
-                        "SE_peak mean ± std": pm_over_seeds(per_seed["SE_peak"], 1),
-                        "Paper SE_ave": pm(*reported, 1) if arm == IIF else MISSING_CELL,
-                        "SE_ave std / paper's ±": (
-                            f"{spread / reported[1]:.1f}" if arm == IIF and len(seeds) > 1 else MISSING_CELL
-                        ),
-                    }
+        else:
+            table.extend(
+                _noise_row(
+                    env,
+                    arm.label,
+                    "ours",
+                    of_source[of_source["seed"].isin(seeds)],
+                    CLEAN,
+                    episodes_of(env, source),
+                    _seeds_cell(len(seeds), runs.seeds),
                 )
+                for arm in FILTERS
+                for source, of_source in ((MAIN_SOURCE, main), (EVAL_NOISE_SOURCE, lead))
+            )
+        if env in AUTHORS_EVAL_NOISE_RUNS.envs:
+            table.extend(_authors_noise_rows(env, rows))
     return Section(
         "Lead 2: evaluation noise",
         f"The main comparison's arms at the presets' test episodes a round (+experiment={EVAL_NOISE}), beside the "
-        "committed runs' CPU evaluation, same seeds, each arm against standard PPO of the same seed and evaluation. "
-        "Prediction: if evaluation noise explains the gap, SE_ave moves toward the paper's and its seed spread "
-        "shrinks toward the paper's ±. A lead not run says what its runs would cost.",
+        "committed runs' CPU evaluation, same seeds, each arm against standard PPO of the same seed and evaluation; "
+        "the authors' released pipeline (benchmarks/authors_pipeline/, unmodified) at their scripts' own test "
+        "episodes beside their committed runs of the same seeds. Standard PPO's best test return: the top of the "
+        "running-maximum levels, mean over seeds. Prediction: if evaluation noise explains the gap, SE_ave moves "
+        "toward the paper's and its seed spread shrinks toward the paper's ±. A lead not run says what its runs "
+        "would cost.",
         pd.DataFrame(table).fillna(MISSING_CELL),
     )
 
