@@ -29,6 +29,12 @@ CPU_EVALUATION = {
 }
 
 
+def cpu_eval_episodes(env: str) -> int:
+    """The test episodes a round of the committed runs of `env` (its CPU_EVALUATION overrides)."""
+    settings = dict(override.split("=") for override in CPU_EVALUATION[env].split())
+    return int(settings["eval.episodes"])
+
+
 def run_name(method_tag: str, protocol: str) -> str:
     """A run's method tag and protocol as its run dir names them (rundir.run_leaf, without the hash)."""
     return method_tag if protocol == CLEAN else f"{method_tag}-{protocol}"

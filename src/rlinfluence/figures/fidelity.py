@@ -26,7 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
-from rlinfluence.figures.control_runs import CPU_EVALUATION, ArmRuns, Runs
+from rlinfluence.figures.control_runs import ArmRuns, Runs, cpu_eval_episodes
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, final_return
 from rlinfluence.figures.render import figure_style
@@ -62,7 +62,7 @@ class AuthorsRuns(ExternalRuns):
     test_episodes: int | None = None
 
     def episodes(self, env: str) -> int:
-        return self.test_episodes or int(CPU_EVALUATION[env].removeprefix("eval.episodes="))
+        return self.test_episodes or cpu_eval_episodes(env)
 
     def command_for(self, env: str) -> str:
         episodes = self.episodes(env)
