@@ -23,7 +23,8 @@ SERVED = ("README.md", "*.png")  # of paper_figures/: the reading and the figure
 
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 RESULTS = re.compile(r"<!-- results: (\w+) -->")
-SECTION = re.compile(r"^## (.+?) \(`(\w+)`\)\n\n(.*?)\n\nEnvironments: (.+?)\. Runs: (.+?)\. Files: ", re.M | re.S)
+# One "## " section of INDEX.md; a figure not made yet has no Environments line and matches nothing.
+SECTION = re.compile(r"(.+?) \(`(\w+)`\)\n\n(.*?)\n\nEnvironments: (.+?)\. Runs: (.+?)\. Files: ", re.S)
 
 
 def on_files(files: Files, config) -> Files:
@@ -63,13 +64,13 @@ def _relink(link: re.Match, page_path: Path, page_uri: str) -> str:
 
 def _results(env: str) -> str:
     sections = []
-    for title, name, caption, envs, runs in SECTION.findall((FIGURES / "INDEX.md").read_text()):
-        if env not in envs.split(", "):
+    for section in (FIGURES / "INDEX.md").read_text().split("\n## ")[1:]:
+        match = SECTION.match(section)
+        if match is None or env not in match.group(4).split(", "):
             continue
+        title, name, caption, _, runs = match.groups()
         image = FIGURES / f"{name}.png"
-        shown = (
-            f"![{title}](../paper_figures/{image.name})" if image.is_file() else (FIGURES / f"{name}.md").read_text()
-        )
+        shown = f"![{title}](../paper_figures/{image.name})" if image.is_file() else _table(name, caption)
         commands = "\n".join(command.strip("`") for command in runs.split(" && "))
         sections.append(
             f"## {title}\n\n{caption}\n\n{shown}\n\nIts runs (then `rlinfluence task=figures` draws it, "
@@ -78,3 +79,9 @@ def _results(env: str) -> str:
     if not sections:
         raise ValueError(f"paper_figures/INDEX.md draws nothing on env {env!r} (<!-- results: {env} -->)")
     return "\n".join(sections)
+
+
+def _table(name: str, caption: str) -> str:
+    """paper_figures/<name>.md without its first paragraph where that repeats INDEX.md's caption."""
+    first, _, rest = (FIGURES / f"{name}.md").read_text().partition("\n\n")
+    return rest if rest and first.endswith(caption) else f"{first}\n\n{rest}"
