@@ -1,7 +1,7 @@
 """What a new user hit on a fresh clone (issue 43), one test per edge, each failing without its fix: output
 paths no directory can be made in, Ctrl-C while the CLI imports, duplicate runs of an experiment no figure
 reads, env=gym without env.id, an out-of-date env id, a replay that matches nothing, where each task's output
-went, and the README's word on the test suite's duration."""
+went, the README's word on the test suite's duration, and the README as a first visit's page."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from rlinfluence.figures.regenerate import refresh_from_runs
 from rlinfluence.validation import validate
 
 README = (REPO_ROOT / "README.md").read_text()
+CONFIGURATION = (REPO_ROOT / "docs" / "reproduction" / "configuration.md").read_text()
+RESULTS = (REPO_ROOT / "docs" / "results" / "index.md").read_text()
 UNMAKEABLE = "/proc/rlinfluence/out"  # /proc takes no new directory, not even from root
 
 
@@ -106,11 +108,11 @@ def test_an_out_of_date_env_id_is_one_line_naming_the_current_one_and_no_library
     assert "\x1b[" not in result.stderr and not any(tmp_path.iterdir())
 
 
-def test_every_env_id_the_readme_gives_env_gym_is_one_it_trains():
-    section = README.split("### Any Gymnasium env")[1].split("\n### ")[0]
+def test_every_env_id_the_docs_give_env_gym_is_one_it_trains():
+    section = CONFIGURATION.split("## Any Gymnasium env")[1].split("\n## ")[0]
     ids = set(re.findall(r"`((?:[\w.]+:)?[\w-]+-v\d+)`", section))
     assert {"CartPole-v1", "Pendulum-v1", "minigrid:MiniGrid-Empty-5x5-v0"} <= ids, ids
-    for env_id in sorted(ids - {"NoSuchEnv-v0"}):  # the README's example of a refusal
+    for env_id in sorted(ids - {"NoSuchEnv-v0"}):  # the docs' example of a refusal
         validate(compose_config(["env=gym", f"env.id={env_id}"]))
 
 
@@ -172,8 +174,10 @@ def test_the_citation_file_is_valid_cff_and_cites_the_paper():
     assert (REPO_ROOT / "LICENSE").read_text().startswith("MIT License")
 
 
-@pytest.mark.parametrize("markdown", ["README.md", "paper_figures/README.md"])
-def test_every_image_the_readmes_embed_is_committed(markdown):
+@pytest.mark.parametrize(
+    "markdown", ["README.md", "paper_figures/README.md", "docs/README.md", "docs/results/index.md"]
+)
+def test_every_image_the_readmes_and_docs_embed_is_committed(markdown):
     path = REPO_ROOT / markdown
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", path.read_text())
     assert images and all((path.parent / image).is_file() for image in images), images
@@ -193,8 +197,8 @@ def test_the_readmes_results_at_a_glance_quote_the_committed_tables():
     assert "**0.70**\n[0.57, 0.83]" in glance and "0.23 [0.12, 0.37]" in glance
 
 
-def test_the_readmes_which_filter_table_quotes_the_committed_leaderboard():
-    section = README.split("## Which filter?")[1].split("\n## ")[0]
+def test_the_docs_which_filter_table_quotes_the_committed_leaderboard():
+    section = RESULTS.split("## Which filter?")[1].split("\n## ")[0]
     leaderboard = {
         (cells[0], cells[1]): cells[5]
         for line in (REPO_ROOT / "paper_figures" / "filters_leaderboard.md").read_text().splitlines()
@@ -211,3 +215,24 @@ def test_the_readmes_which_filter_table_quotes_the_committed_leaderboard():
     for (env, method), cell in quoted.items():
         # Per env the point estimate, over all envs with its interval.
         assert leaderboard[(env, method)] == cell or leaderboard[(env, method)].startswith(f"{cell} ["), (env, method)
+
+
+def test_the_readme_is_a_first_visits_page_that_links_the_docs():
+    lines = README.splitlines()
+    assert len(lines) <= 150 and lines[0] == "# rlinfluence" and "bin/rlinfluence" in lines[3], lines[:4]
+    assert "](docs/reliability.md)" in README and "](docs/quickstart.md)" in README
+
+
+MARKDOWN = [
+    "README.md",
+    "paper_figures/README.md",
+    *sorted(str(page.relative_to(REPO_ROOT)) for page in (REPO_ROOT / "docs").rglob("*.md")),
+]
+
+
+@pytest.mark.parametrize("markdown", MARKDOWN)
+def test_every_relative_link_resolves_on_disk_as_github_shows_it(markdown):
+    # The docs site serves paper_figures/ at another path (docs/hooks.py); a link must work in both places.
+    path = REPO_ROOT / markdown
+    targets = re.findall(r"\]\(([^)\s#]+)[^)]*\)", path.read_text())
+    assert [target for target in targets if "://" not in target and not (path.parent / target).exists()] == []
