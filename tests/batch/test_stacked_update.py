@@ -9,12 +9,16 @@ import pytest
 import torch
 
 from conftest import compose_config
+from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.influence import influence_scores
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.seeding import numpy_generator, spawn_streams
 from rlinfluence.selection import Selection
+from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import make_optimizer, ppo_update
 
 SEEDS = list(range(16))
@@ -126,6 +130,26 @@ def test_a_seeds_update_is_bit_identical_alone_or_among_others_in_any_order(seed
         assert all(torch.equal(parameters[name], alone_parameters[name]) for name in alone_parameters), seed
 
 
+def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others(seeds):
+    """Round-start influence on the agent's target (f_return): each row is today's scores of that seed's network
+    on its records up to float rounding, and the same bits whether the seed is scored alone or in a stack."""
+    target, ppo = seeds.trainers[0].target, seeds.cfg.ppo
+
+    def scores(batch: list[int], chunk_size: int) -> torch.Tensor:
+        return stacked_influence_scores(
+            seeds.stack(batch), [seeds.buffers[seed] for seed in batch], target, ppo, chunk_size
+        )
+
+    together = scores([5, 0, 9], 64)  # 64: four chunks of the 200 records
+    for row, seed in zip(together, [5, 0, 9]):
+        today = influence_scores(seeds.trainers[seed].model, seeds.buffers[seed], target, ppo)
+        assert torch.allclose(row, today, rtol=1e-4, atol=1e-7)
+        assert torch.equal(row, scores([seed], 64)[0])
+        assert torch.equal(row, scores([seed], 4096)[0])  # one chunk or several: the same bits
+    sixteen = scores(SEEDS[::-1], 64)
+    assert torch.equal(sixteen[SEEDS[::-1].index(0)], together[1])
+
+
 def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():
     net = compose_config(["env=acrobot"]).env.network
     continuous = gym.spaces.Box(-1.0, 1.0, (2,))
@@ -141,3 +165,5 @@ def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():
     sgd = make_optimizer(compose_config(["env=acrobot"]).optimizer, model.parameters())
     with pytest.raises(ValueError, match="^0 buffers, 0 selections and 1 generators for 2 seeds$"):
         stacked_ppo_update(model, sgd, [], [], cfg.ppo, [shuffle_rng(0)])
+    with pytest.raises(ValueError, match=r"^1 buffers \(of sizes \[0\]\) for 2 seeds$"):
+        stacked_influence_scores(model, [RolloutBuffer(*[torch.zeros(0)] * 11)], ReturnTarget(), cfg.ppo)
