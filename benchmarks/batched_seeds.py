@@ -1,18 +1,21 @@
-"""Many seeds in one process (issue 58): the stacked engine's PPO update (src/rlinfluence/batch/) against
+"""Many seeds in one process (issue 58): the stacked engine's update and influence (src/rlinfluence/batch/) against
 today's, N seeds of one config, one torch thread, arms interleaved in one process.
 
     python benchmarks/batched_seeds.py [--envs frozenlake acrobot] [--seeds 1 4 16] [--reps 5]
+                                       [--stages step update influence]
     python benchmarks/batched_seeds.py --envs frozenlake --seeds 1 2 --n-steps 64 --reps 1   # smoke: seconds
 
-Two measurements, CPU seconds (time.process_time) per seed:
+Three measurements, CPU seconds (time.process_time) per seed:
 - one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: today's
   `ppo_update` once per seed, the stacked engine (one baddbmm per layer for all seeds), and the same step
   written with torch.func (`stack_module_state` + `vmap(grad(...))` of today's module), the alternative the
   engine was chosen against;
 - a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
-  different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`.
-Prints ms per seed and seed-updates per CPU-second, each with its ratio to today's.
+  different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`;
+- a round's influence (f_return, every record scored at θ_0): today's `influence_scores` per seed against one
+  `stacked_influence_scores`.
+Prints ms per seed, seed-updates and seed-rounds per CPU-second, each with its ratio to today's.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ import torch
 from hydra import compose, initialize_config_dir
 from torch.func import functional_call, grad, stack_module_state, vmap
 
+from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.influence import influence_scores
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.selection import Selection
+from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import make_optimizer, ppo_update
 
 
@@ -113,7 +119,8 @@ def timed(arms: dict, reps: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in seconds.items()}
 
 
-def minibatch_step(env: str, n: int, reps: int) -> None:
+def minibatch_step(env: str, n: int, n_steps: int, reps: int) -> None:
+    """(n_steps unused: one step is one minibatch of 64 records.)"""
     seeds = Seeds(env, n, 64)
     ppo = copy.deepcopy(seeds.cfg.ppo)
     ppo.n_epochs, ppo.batch_size = 1, 64  # one step: one minibatch of the 64 records
@@ -155,19 +162,38 @@ def update_stage(env: str, n: int, n_steps: int, reps: int) -> None:
         )
 
 
+def influence_stage(env: str, n: int, n_steps: int, reps: int) -> None:
+    seeds = Seeds(env, n, n_steps)
+    target, ppo = ReturnTarget(), seeds.cfg.ppo  # f_return, IIF's default
+    seconds = timed(
+        {
+            "today": lambda: [influence_scores(m, b, target, ppo) for m, b in zip(seeds.models, seeds.buffers)],
+            "stacked": lambda: stacked_influence_scores(seeds.stacked, seeds.buffers, target, ppo),
+        },
+        reps,
+    )
+    print(
+        f"{env:11s} N={n:<3d} round-start influence, seed-rounds per CPU-second: today {n / seconds['today']:.2f}  "
+        f"stacked {n / seconds['stacked']:.2f}  ratio to today {seconds['today'] / seconds['stacked']:.2f}x"
+    )
+
+
+STAGES = {"step": minibatch_step, "update": update_stage, "influence": influence_stage}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=["frozenlake", "acrobot"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 4, 16], help="N, the seeds per stack")
     parser.add_argument("--n-steps", type=int, default=2048, help="records per round (the update stage)")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--stages", nargs="+", choices=list(STAGES), default=list(STAGES))
     args = parser.parse_args()
     torch.set_num_threads(1)
     for env in args.envs:
-        for n in args.seeds:
-            minibatch_step(env, n, args.reps)
-        for n in args.seeds:
-            update_stage(env, n, args.n_steps, args.reps)
+        for stage in args.stages:
+            for n in args.seeds:
+                STAGES[stage](env, n, args.n_steps, args.reps)
 
 
 if __name__ == "__main__":

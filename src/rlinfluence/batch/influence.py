@@ -10,6 +10,7 @@ own directional derivatives: no seed's scores mix with another's.
 from __future__ import annotations
 
 import torch
+from torch import nn
 from torch.func import functional_call
 
 from rlinfluence.batch.networks import StackedActorCritic
@@ -19,7 +20,18 @@ from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.targets import Target
 
-POLICY = ("pi_body.", "action_head.")  # the stacked policy's parameters (an MLP's flatten has none)
+
+class _StackedPolicy(nn.Module):
+    """(obs, actions, seeds) -> (log π(a|s), entropy) [seeds, records], callable with substituted parameters."""
+
+    def __init__(self, model: StackedActorCritic):
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, obs: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.model.log_prob_entropy(self.model.policy_logits(obs, seeds), actions)
 
 
 def stacked_influence_scores(
@@ -28,30 +40,32 @@ def stacked_influence_scores(
     """[seeds, records]: row k is influence.influence_scores of seed k's network on buffers[k]."""
     if len(buffers) != model.n_seeds or len({len(buffer) for buffer in buffers}) != 1:
         raise ValueError(f"{len(buffers)} buffers (of sizes {[len(b) for b in buffers]}) for {model.n_seeds} seeds")
-    params: Params = {name: p.detach() for name, p in model.named_parameters() if name.startswith(POLICY)}
+    policy = _StackedPolicy(model)
+    # The policy's parameters: the value path's are not attributed (an MLP's flatten has none).
+    params: Params = {
+        name: p.detach()
+        for name, p in policy.named_parameters()
+        if name.startswith(("model.pi_body.", "model.action_head."))
+    }
     obs = torch.stack([buffer.obs for buffer in buffers])
     actions = torch.stack([buffer.actions for buffer in buffers])
     advantages = torch.stack([normalize_advantages(buffer.advantages) for buffer in buffers])
 
-    def log_prob_entropy(p: Params, obs: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None = None):
-        logits, _ = functional_call(model, p, (obs, seeds))
-        return model.log_prob_entropy(logits, actions)
-
     def seed_policy(p: Params, k: int):
         """Seed k's (obs, actions) -> (log π, entropy), as the target asks of a policy."""
         seed = torch.tensor([k])
-        return lambda o, a: tuple(out[0] for out in log_prob_entropy(p, o.unsqueeze(0), a.unsqueeze(0), seed))
+        return lambda o, a: tuple(out[0] for out in functional_call(policy, p, (o.unsqueeze(0), a.unsqueeze(0), seed)))
 
     def target_losses(p: Params) -> torch.Tensor:
         return sum((target.loss(seed_policy(p, k), buffer) for k, buffer in enumerate(buffers)), torch.tensor(0.0))
 
     direction = gradient(target_losses, params)
     with torch.no_grad():
-        old_log_prob = log_prob_entropy(params, obs, actions)[0]
+        old_log_prob = functional_call(policy, params, (obs, actions, None))[0]
 
     def per_record_loss(p: Params, ids: slice | torch.Tensor) -> torch.Tensor:
         """[records, seeds]: directional_scores stacks its chunks along the records."""
-        log_prob, entropy = log_prob_entropy(p, obs[:, ids], actions[:, ids])
+        log_prob, entropy = functional_call(policy, p, (obs[:, ids], actions[:, ids], None))
         losses = policy_loss_per_record(
             log_prob, old_log_prob[:, ids], advantages[:, ids], ppo.clip_range, entropy, ppo.ent_coef
         )

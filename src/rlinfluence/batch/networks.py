@@ -93,10 +93,12 @@ class StackedActorCritic(nn.Module):
         n = self.n_seeds if seeds is None else len(seeds)
         if obs.shape[0] != n:
             raise ValueError(f"observations for {obs.shape[0]} seeds, the stack runs {n}")
-        features = obs.flatten(2)
-        logits = self.action_head(self._body(self.pi_body, features, seeds), seeds)
-        values = self.value_head(self._body(self.vf_body, features, seeds), seeds).squeeze(-1)
-        return logits, values
+        values = self.value_head(self._body(self.vf_body, obs.flatten(2), seeds), seeds).squeeze(-1)
+        return self.policy_logits(obs, seeds), values
+
+    def policy_logits(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> torch.Tensor:
+        """The policy's half of `forward` (influence attributes the policy alone)."""
+        return self.action_head(self._body(self.pi_body, obs.flatten(2), seeds), seeds)
 
     @staticmethod
     def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
