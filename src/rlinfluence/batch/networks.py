@@ -4,7 +4,8 @@ and applied with one `torch.baddbmm`, so a forward or backward costs one call fo
 Seed k's slice starts bit-for-bit as today's engine initialises seed k (`from_seeds` builds each seed's
 `ActorCritic` and stacks it). The slices never mix, and a slice's numbers do not depend on which or how many
 seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives each slice the same bits for any N (tested
-for the presets' shapes, N = 1, 3, 16), except for a 1-wide output at N = 1, which torch sends to another
+for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two, Acrobot's
+slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends to another
 kernel; the value head is therefore a product and a sum over its inputs. These kernels round differently from
 today's `nn.Linear` (addmm), so a stacked seed is today's run up to float rounding, not bit-for-bit.
 """
