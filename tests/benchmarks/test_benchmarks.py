@@ -19,6 +19,7 @@ README = (BENCHMARKS / "README.md").read_text()
 PRINTS = {
     "round_speed.py": "to our IIF",  # the last arm its --filters prints
     "sb3_iif_speed.py": "ratio to stock",
+    "batched_seeds.py": "ratio to today",
     "highway_speed.py": "speed-up",
     "minigrid_speed.py": "speed-up",
     "highway_release_probe.py": "'round': 1",

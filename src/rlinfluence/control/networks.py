@@ -39,7 +39,8 @@ class CategoricalHead(nn.Module):
         index = actions.long().reshape(-1, 1)
         return torch.log_softmax(logits, dim=-1).gather(-1, index).squeeze(-1)
 
-    def log_prob_entropy(self, logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    @staticmethod  # reads nothing of the head: the stacked engine (batch/networks.py) calls it on its logits
+    def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_p = torch.log_softmax(logits, dim=-1)  # shared by both: the update needs both every step
         log_prob = log_p.gather(-1, actions.long().reshape(-1, 1)).squeeze(-1)
         return log_prob, -(log_p.exp() * log_p).sum(-1)

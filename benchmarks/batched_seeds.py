@@ -1,0 +1,200 @@
+"""Many seeds in one process (issue 58): the stacked engine's update and influence (src/rlinfluence/batch/) against
+today's, N seeds of one config, one torch thread, arms interleaved in one process.
+
+    python benchmarks/batched_seeds.py [--envs frozenlake acrobot] [--seeds 1 4 16] [--reps 5]
+                                       [--stages step update influence]
+    python benchmarks/batched_seeds.py --envs frozenlake --seeds 1 2 --n-steps 64 --reps 1   # smoke: seconds
+
+Three measurements, CPU seconds (time.process_time) per seed:
+- one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: today's
+  `ppo_update` once per seed, the stacked engine (one baddbmm per layer for all seeds), and the same step
+  written with torch.func (`stack_module_state` + `vmap(grad(...))` of today's module), the alternative the
+  engine was chosen against;
+- a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
+  seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
+  different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`;
+- a round's influence (f_return, every record scored at θ_0): today's `influence_scores` per seed against one
+  `stacked_influence_scores`.
+Prints ms per seed, seed-updates and seed-rounds per CPU-second, each with its ratio to today's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+from torch.func import functional_call, grad, stack_module_state, vmap
+
+from rlinfluence.batch.influence import stacked_influence_scores
+from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
+from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.influence import influence_scores
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
+from rlinfluence.selection import Selection
+from rlinfluence.targets import ReturnTarget
+from rlinfluence.update import make_optimizer, ppo_update
+
+
+def compose_config(overrides: list[str]):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+class Seeds:
+    """N seeds of one env: their round-1 records and, for each arm, the seeds' networks at θ_0 and optimizers,
+    built once (an arm's timing is its update alone; the parameters it moves change nothing of its cost)."""
+
+    def __init__(self, env: str, n: int, n_steps: int):
+        self.cfg = compose_config([f"env={env}", f"env.n_steps={n_steps}", "ppo.max_grad_norm=0.5", "logger=disabled"])
+        trainers = []
+        for seed in range(n):
+            cfg = copy.deepcopy(self.cfg)
+            cfg.seed = seed
+            trainers.append(Trainer(cfg))
+        self.buffers = [trainer.collect(1) for trainer in trainers]
+        self.models = [trainer.model for trainer in trainers]
+        self.optimizers = [trainer.optimizer for trainer in trainers]
+        self.stacked = StackedActorCritic([copy.deepcopy(model) for model in self.models])
+        self.stacked_optimizer = make_optimizer(self.cfg.optimizer, self.stacked.parameters())
+        self.vmapped = stack_module_state([copy.deepcopy(model) for model in self.models])
+
+    def rngs(self) -> list[np.random.Generator]:
+        return [np.random.default_rng(seed) for seed in range(len(self.models))]
+
+
+def todays_update(seeds: Seeds, ppo, selections: list[Selection]) -> None:
+    for model, optimizer, buffer, selection, rng in zip(
+        seeds.models, seeds.optimizers, seeds.buffers, selections, seeds.rngs()
+    ):
+        ppo_update(model, optimizer, buffer, selection, ppo, rng)
+
+
+def stacked_update(seeds: Seeds, ppo, selections: list[Selection]) -> None:
+    stacked_ppo_update(seeds.stacked, seeds.stacked_optimizer, seeds.buffers, selections, ppo, seeds.rngs())
+
+
+def vmap_step(seeds: Seeds, ppo, batch: list[torch.Tensor]) -> None:
+    """One minibatch step of all seeds through torch.func: today's module, its parameters stacked."""
+    params, buffers = seeds.vmapped
+    base = seeds.models[0]
+
+    def loss(p, b, obs, actions, old_log_prob, advantages, returns):
+        logits, values = functional_call(base, (p, b), (obs,))
+        log_prob, entropy = base.action_head.log_prob_entropy(logits, actions)
+        policy = policy_loss_per_record(log_prob, old_log_prob, advantages, ppo.clip_range, entropy, ppo.ent_coef)
+        return policy.mean() + ppo.vf_coef * value_loss_per_record(values, returns).mean()
+
+    records = list(zip(seeds.buffers, batch))
+    fields = [
+        torch.stack([getattr(buffer, name)[ids] for buffer, ids in records]) for name in ("obs", "actions", "log_probs")
+    ]
+    advantages = torch.stack([normalize_advantages(buffer.advantages[ids]) for buffer, ids in records])
+    returns = torch.stack([buffer.returns[ids] for buffer, ids in records])
+    step: Callable[..., dict[str, torch.Tensor]] = vmap(grad(loss))
+    grads = step(params, buffers, *fields, advantages, returns)
+    for name, parameter in params.items():
+        parameter.grad = grads[name]
+    clip_grad_norm_per_seed(params.values(), ppo.max_grad_norm)
+    with torch.no_grad():
+        for parameter in params.values():
+            parameter.add_(parameter.grad, alpha=-seeds.cfg.optimizer.lr)
+
+
+def timed(arms: dict, reps: int) -> dict[str, float]:
+    """Median CPU seconds of each arm, the arms interleaved rep by rep."""
+    seconds: dict[str, list[float]] = {name: [] for name in arms}
+    for _ in range(reps):
+        for name, arm in arms.items():
+            start = time.process_time()
+            arm()
+            seconds[name].append(time.process_time() - start)
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
+def minibatch_step(env: str, n: int, n_steps: int, reps: int) -> None:
+    """(n_steps unused: one step is one minibatch of 64 records.)"""
+    seeds = Seeds(env, n, 64)
+    ppo = copy.deepcopy(seeds.cfg.ppo)
+    ppo.n_epochs, ppo.batch_size = 1, 64  # one step: one minibatch of the 64 records
+    keep_all = [Selection(keep=np.ones(64, bool)) for _ in range(n)]
+    batch = [torch.from_numpy(rng.permutation(64)) for rng in seeds.rngs()]
+    seconds = timed(
+        {
+            "today": lambda: todays_update(seeds, ppo, keep_all),
+            "stacked": lambda: stacked_update(seeds, ppo, keep_all),
+            "vmap": lambda: vmap_step(seeds, ppo, batch),
+        },
+        10 * reps,  # a step is a millisecond: more of them
+    )
+    cells = "  ".join(
+        f"{name} {1000 * s / n:.3f}" + ("" if name == "today" else f" ({seconds['today'] / s:.2f}x)")
+        for name, s in seconds.items()
+    )
+    print(f"{env:11s} N={n:<3d} one minibatch step, ms per seed: {cells}")
+
+
+def update_stage(env: str, n: int, n_steps: int, reps: int) -> None:
+    seeds = Seeds(env, n, n_steps)
+    draw = np.random.default_rng(0)
+    arms = {}
+    for kept, selections in {
+        "all kept": [Selection(keep=np.ones(n_steps, bool)) for _ in range(n)],
+        "half dropped": [
+            Selection(keep=draw.permutation(n_steps) < n_steps // 2 + draw.integers(-50, 50)) for _ in range(n)
+        ],
+    }.items():
+        arms[f"today {kept}"] = lambda selections=selections: todays_update(seeds, seeds.cfg.ppo, selections)
+        arms[f"stacked {kept}"] = lambda selections=selections: stacked_update(seeds, seeds.cfg.ppo, selections)
+    seconds = timed(arms, reps)
+    for kept in ("all kept", "half dropped"):
+        today, stacked = seconds[f"today {kept}"], seconds[f"stacked {kept}"]
+        print(
+            f"{env:11s} N={n:<3d} update stage ({kept}), seed-updates per CPU-second: today {n / today:.2f}  "
+            f"stacked {n / stacked:.2f}  ratio to today {today / stacked:.2f}x"
+        )
+
+
+def influence_stage(env: str, n: int, n_steps: int, reps: int) -> None:
+    seeds = Seeds(env, n, n_steps)
+    target, ppo = ReturnTarget(), seeds.cfg.ppo  # f_return, IIF's default
+    seconds = timed(
+        {
+            "today": lambda: [influence_scores(m, b, target, ppo) for m, b in zip(seeds.models, seeds.buffers)],
+            "stacked": lambda: stacked_influence_scores(seeds.stacked, seeds.buffers, target, ppo),
+        },
+        reps,
+    )
+    print(
+        f"{env:11s} N={n:<3d} round-start influence, seed-rounds per CPU-second: today {n / seconds['today']:.2f}  "
+        f"stacked {n / seconds['stacked']:.2f}  ratio to today {seconds['today'] / seconds['stacked']:.2f}x"
+    )
+
+
+STAGES = {"step": minibatch_step, "update": update_stage, "influence": influence_stage}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=["frozenlake", "acrobot"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 4, 16], help="N, the seeds per stack")
+    parser.add_argument("--n-steps", type=int, default=2048, help="records per round (the update stage)")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--stages", nargs="+", choices=list(STAGES), default=list(STAGES))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for env in args.envs:
+        for stage in args.stages:
+            for n in args.seeds:
+                STAGES[stage](env, n, args.n_steps, args.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""One PPO update for N seeds at once, on the stacked actor-critic (batch/networks.py).
+
+Each seed keeps what is its own in today's update (update.py): its records, its selection, its minibatch
+shuffles (`minibatch_ids` on its own `shuffle` generator, so the same ids in the same order as today), its
+gradient-norm clip and its step count. A step trains every seed that still has a minibatch; seeds whose
+minibatches differ in size (a smaller last one, or fewer kept records) take their steps in separate groups of
+one size. The loss is losses.py's per-record loss, averaged per seed; the seeds' losses are summed for one
+backward, which gives each seed exactly its own gradient.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.config.schema import PPOConfig
+from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
+from rlinfluence.records import RolloutBuffer
+from rlinfluence.selection import Selection
+from rlinfluence.update import minibatch_ids
+
+STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+def check_stateless_sgd(optimizer: torch.optim.Optimizer) -> None:
+    """A step that some seeds sit out must leave them as they are: plain SGD (the paper's) keeps no state."""
+    if not isinstance(optimizer, torch.optim.SGD) or any(group["momentum"] for group in optimizer.param_groups):
+        raise ValueError(
+            "the stacked update runs optimizer.name=sgd (no momentum) only: Adam's moments and step count "
+            "would have to step per seed"
+        )
+
+
+def clip_grad_norm_per_seed(parameters: Iterable[nn.Parameter], max_norm: float) -> None:
+    """`nn.utils.clip_grad_norm_` for each seed on its own slice (dim 0) of the stacked gradients: one global
+    norm over the stack would couple the seeds."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # [parameters, seeds]
+    coef = torch.clamp(max_norm / (torch.linalg.vector_norm(norms, dim=0) + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *[1] * (g.dim() - 1)))
+
+
+def _minibatches(selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> Iterator[torch.Tensor]:
+    """One seed's minibatches over all epochs, each epoch's shuffle drawn when it starts, as in today's update."""
+    drop_last = bool(ppo.drop_last_minibatch)
+    return itertools.chain.from_iterable(
+        minibatch_ids(selection, ppo.batch_size, rng, drop_last) for _ in range(ppo.n_epochs)
+    )
+
+
+def _minibatch_step(
+    model: StackedActorCritic,
+    optimizer: torch.optim.Optimizer,
+    records: list[RolloutBuffer],
+    ids: list[torch.Tensor],
+    seeds: torch.Tensor | None,
+    ppo: PPOConfig,
+) -> torch.Tensor:
+    """One gradient step of the seeds `seeds` (None: all) on their minibatches `ids` (one size); their
+    [seeds, 5] statistics."""
+    obs = torch.stack([buffer.obs[i] for buffer, i in zip(records, ids)])
+    actions = torch.stack([buffer.actions[i] for buffer, i in zip(records, ids)])
+    old_log_prob = torch.stack([buffer.log_probs[i] for buffer, i in zip(records, ids)])
+    returns = torch.stack([buffer.returns[i] for buffer, i in zip(records, ids)])
+    advantages = [buffer.advantages[i] for buffer, i in zip(records, ids)]
+    if ppo.normalize_advantage:
+        advantages = [normalize_advantages(a) for a in advantages]  # per seed, today's function
+    clip_range = float(ppo.clip_range)
+    logits, values = model(obs, seeds)
+    log_prob, entropy = model.log_prob_entropy(logits, actions)
+    policy_loss = policy_loss_per_record(
+        log_prob, old_log_prob, torch.stack(advantages), clip_range, entropy, float(ppo.ent_coef)
+    ).mean(-1)
+    value_loss = value_loss_per_record(values, returns).mean(-1)
+    optimizer.zero_grad(set_to_none=True)
+    (policy_loss + float(ppo.vf_coef) * value_loss).sum().backward()
+    if ppo.max_grad_norm is not None:
+        clip_grad_norm_per_seed(model.parameters(), float(ppo.max_grad_norm))
+    optimizer.step()
+    with torch.no_grad():
+        log_ratio = log_prob - old_log_prob
+        return torch.stack(
+            [
+                policy_loss,
+                value_loss,
+                entropy.mean(-1),
+                ((log_ratio.exp() - 1) - log_ratio).mean(-1),
+                ((log_ratio.exp() - 1).abs() > clip_range).float().mean(-1),
+            ],
+            dim=1,
+        )
+
+
+def stacked_ppo_update(
+    model: StackedActorCritic,
+    optimizer: torch.optim.Optimizer,
+    buffers: list[RolloutBuffer],
+    selections: list[Selection],
+    ppo: PPOConfig,
+    rngs: list[np.random.Generator],
+) -> list[dict[str, float]]:
+    """Today's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]); each seed's statistics."""
+    check_stateless_sgd(optimizer)
+    n = model.n_seeds
+    if not len(buffers) == len(selections) == len(rngs) == n:
+        raise ValueError(
+            f"{len(buffers)} buffers, {len(selections)} selections and {len(rngs)} generators for {n} seeds"
+        )
+    schedules = [_minibatches(selection, ppo, rng) for selection, rng in zip(selections, rngs)]
+    sums = torch.zeros(n, len(STATS))
+    steps = torch.zeros(n, dtype=torch.long)
+    while batches := {k: ids for k, schedule in enumerate(schedules) if (ids := next(schedule, None)) is not None}:
+        for size in sorted({len(ids) for ids in batches.values()}):
+            group = [k for k, ids in batches.items() if len(ids) == size]
+            seeds = None if len(group) == n else torch.tensor(group)
+            stats = _minibatch_step(
+                model, optimizer, [buffers[k] for k in group], [batches[k] for k in group], seeds, ppo
+            )
+            sums[group] += stats
+            steps[group] += 1
+    means = sums / steps.clamp(min=1).unsqueeze(1)
+    return [
+        dict(zip(STATS, row)) | {"gradient_steps": int(count)} for row, count in zip(means.tolist(), steps.tolist())
+    ]

@@ -1,0 +1,169 @@
+"""batch/: N seeds' actor-critics stacked and updated together. Each seed starts as today's engine starts it,
+takes today's update up to float rounding, and gets the same bits whether it is updated alone or among others."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from conftest import compose_config
+from rlinfluence.batch.influence import stacked_influence_scores
+from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.update import stacked_ppo_update
+from rlinfluence.control.networks import ActorCritic
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.influence import influence_scores
+from rlinfluence.records import RolloutBuffer
+from rlinfluence.seeding import numpy_generator, spawn_streams
+from rlinfluence.selection import Selection
+from rlinfluence.targets import ReturnTarget
+from rlinfluence.update import make_optimizer, ppo_update
+
+SEEDS = list(range(16))
+N_STEPS = 200  # 7 minibatches of 32 (debug=smoke) per epoch, the last a smaller one
+
+
+class Seeds:
+    """16 seeds of one config: each seed's trainer (today's engine) and its round-1 records."""
+
+    def __init__(self, env: str, *overrides: str):
+        self.cfg = compose_config(["debug=smoke", f"env={env}", f"env.n_steps={N_STEPS}", *overrides])
+        self.trainers = [Trainer(self.with_seed(seed)) for seed in SEEDS]
+        self.buffers = [trainer.collect(1) for trainer in self.trainers]
+        # Kept sets of different sizes (IIF's are), one reweighted seed (td_error's sampling weights).
+        draw = np.random.default_rng(0)
+        self.selections = [Selection(keep=draw.random(N_STEPS) < draw.uniform(0.4, 1.0)) for _ in SEEDS]
+        weights = draw.random(N_STEPS)
+        self.selections[3] = Selection(keep=np.ones(N_STEPS, bool), weights=weights / weights.sum())
+        self.alone: dict[int, tuple[dict[str, torch.Tensor], dict[str, float]]] = {}
+
+    def updated_alone(self, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        if seed not in self.alone:
+            self.alone[seed] = self.stacked_update([seed])[seed]
+        return self.alone[seed]
+
+    def with_seed(self, seed: int):
+        cfg = copy.deepcopy(self.cfg)
+        cfg.seed = seed
+        return cfg
+
+    def stack(self, seeds: list[int]) -> StackedActorCritic:
+        envs = self.trainers[0].envs
+        return StackedActorCritic.from_seeds(envs.observation_space, envs.action_space, self.cfg.env.network, seeds)
+
+    def stacked_update(self, seeds: list[int]) -> dict[int, tuple[dict[str, torch.Tensor], dict[str, float]]]:
+        """Seed → (its parameters, its statistics) after one stacked update of `seeds`, in that order."""
+        model = self.stack(seeds)
+        stats = stacked_ppo_update(
+            model,
+            make_optimizer(self.cfg.optimizer, model.parameters()),
+            [self.buffers[seed] for seed in seeds],
+            [self.selections[seed] for seed in seeds],
+            self.cfg.ppo,
+            [shuffle_rng(seed) for seed in seeds],
+        )
+        return {seed: (model.seed_state_dict(i), stats[i]) for i, seed in enumerate(seeds)}
+
+
+def shuffle_rng(seed: int) -> np.random.Generator:
+    return numpy_generator(spawn_streams(seed)["shuffle"])  # the trainer's shuffle_rng, fresh
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """A run's torch threads (`torch_threads`, 1 by default): with 2, the seeds' slices round differently with N."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module", params=["frozenlake", "acrobot"])
+def seeds(request, one_thread) -> Seeds:
+    # max_grad_norm 0.5 clips (Acrobot's value loss alone is in the hundreds): per seed, or the seeds would mix.
+    return Seeds(request.param, "ppo.max_grad_norm=0.5")
+
+
+def test_each_seeds_slice_starts_as_todays_engine_starts_that_seed(seeds):
+    stacked = seeds.stack([7, 12, 2])
+    for i, seed in enumerate([7, 12, 2]):
+        today = seeds.trainers[seed].model.state_dict()
+        mine = stacked.seed_state_dict(i)
+        assert mine.keys() == today.keys()
+        assert all(torch.equal(mine[name], today[name]) for name in today)
+
+
+def test_one_stacked_seed_takes_todays_update_up_to_float_rounding(seeds):
+    """Not bit-for-bit: baddbmm's kernels round unlike nn.Linear's addmm (batch/networks.py). The same
+    minibatches in the same order, so the parameters after 10 epochs differ in the last bits only."""
+    for seed in (0, 3):  # a kept-set seed and the reweighted one
+        trainer = seeds.trainers[seed]
+        model = copy.deepcopy(trainer.model)
+        start = {name: value.clone() for name, value in model.state_dict().items()}
+        today = ppo_update(
+            model,
+            make_optimizer(seeds.cfg.optimizer, model.parameters()),
+            seeds.buffers[seed],
+            seeds.selections[seed],
+            seeds.cfg.ppo,
+            shuffle_rng(seed),
+        )
+        parameters, stats = seeds.updated_alone(seed)
+        assert stats["gradient_steps"] == today["gradient_steps"] > 0
+        assert stats == pytest.approx(today, rel=1e-4, abs=1e-7)
+        for name, value in model.state_dict().items():
+            assert not torch.equal(value, start[name]) or name.endswith("bias")  # the update moved it
+            assert torch.allclose(parameters[name], value, rtol=0, atol=1e-6), name
+
+
+@pytest.mark.parametrize(
+    "batch", [[5, 0, 9], SEEDS, SEEDS[::-1], [1, 12, 7, 10, 14, 4, 5, 8, 0, 9, 2, 13, 11, 6, 3, 15]]
+)
+def test_a_seeds_update_is_bit_identical_alone_or_among_others_in_any_order(seeds, batch):
+    together = seeds.stacked_update(batch)
+    for seed in batch:
+        alone_parameters, alone_stats = seeds.updated_alone(seed)
+        parameters, stats = together[seed]
+        assert stats == alone_stats
+        assert all(torch.equal(parameters[name], alone_parameters[name]) for name in alone_parameters), seed
+
+
+def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others(seeds):
+    """Round-start influence on the agent's target (f_return): each row is today's scores of that seed's network
+    on its records up to float rounding, and the same bits whether the seed is scored alone or in a stack."""
+    target, ppo = seeds.trainers[0].target, seeds.cfg.ppo
+
+    def scores(batch: list[int], chunk_size: int) -> torch.Tensor:
+        return stacked_influence_scores(
+            seeds.stack(batch), [seeds.buffers[seed] for seed in batch], target, ppo, chunk_size
+        )
+
+    together = scores([5, 0, 9], 64)  # 64: four chunks of the 200 records
+    for row, seed in zip(together, [5, 0, 9]):
+        today = influence_scores(seeds.trainers[seed].model, seeds.buffers[seed], target, ppo)
+        assert torch.allclose(row, today, rtol=1e-4, atol=1e-7)
+        assert torch.equal(row, scores([seed], 64)[0])
+        assert torch.equal(row, scores([seed], 4096)[0])  # one chunk or several: the same bits
+    sixteen = scores(SEEDS[::-1], 64)
+    assert torch.equal(sixteen[SEEDS[::-1].index(0)], together[1])
+
+
+def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():
+    net = compose_config(["env=acrobot"]).env.network
+    continuous = gym.spaces.Box(-1.0, 1.0, (2,))
+    with pytest.raises(ValueError, match="^the stacked engine runs env.network.kind=mlp with discrete actions only"):
+        StackedActorCritic([ActorCritic(gym.spaces.Box(-1.0, 1.0, (6,)), continuous, net, torch.Generator())])
+    model = StackedActorCritic.from_seeds(gym.spaces.Box(-1.0, 1.0, (6,)), gym.spaces.Discrete(3), net, [0, 1])
+    with pytest.raises(ValueError, match="^observations for 3 seeds, the stack runs 2$"):
+        model(torch.zeros(3, 4, 6))
+    cfg = compose_config(["env=acrobot", "optimizer=adam"])
+    adam = make_optimizer(cfg.optimizer, model.parameters())
+    with pytest.raises(ValueError, match=r"^the stacked update runs optimizer.name=sgd \(no momentum\) only"):
+        stacked_ppo_update(model, adam, [], [], cfg.ppo, [])
+    sgd = make_optimizer(compose_config(["env=acrobot"]).optimizer, model.parameters())
+    with pytest.raises(ValueError, match="^0 buffers, 0 selections and 1 generators for 2 seeds$"):
+        stacked_ppo_update(model, sgd, [], [], cfg.ppo, [shuffle_rng(0)])
+    with pytest.raises(ValueError, match=r"^1 buffers \(of sizes \[0\]\) for 2 seeds$"):
+        stacked_influence_scores(model, [RolloutBuffer(*[torch.zeros(0)] * 11)], ReturnTarget(), cfg.ppo)
