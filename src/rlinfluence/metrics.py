@@ -245,6 +245,17 @@ def bootstrap_ci(samples, statistic=iqm, confidence: float = 0.95, seed: int = 0
     return ConfidenceInterval(point, float(low), float(high), samples.size)
 
 
+def mean_band(samples, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """A learning curve's band at one round: the percentile-bootstrap CI of the mean over seeds (`bootstrap_ci`),
+    which stays within the seeds' range, where a t-interval of 5 seeds with one collapsed spills past a
+    return's bounds. A point when every seed agrees (nothing to resample); NaN with fewer than 2 seeds."""
+    samples = np.asarray(samples, dtype=float)
+    if samples.size > 1 and np.all(samples == samples[0]):
+        return float(samples[0]), float(samples[0])
+    interval = bootstrap_ci(samples, np.mean, confidence, seed)
+    return interval.low, interval.high
+
+
 def mean_without_worst(samples) -> float:
     """The mean once the single lowest value is left out: how much one stuck seed moves the mean."""
     samples = np.sort(np.asarray(samples, dtype=float))
