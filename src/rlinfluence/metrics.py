@@ -178,8 +178,10 @@ class ConfidenceInterval(NamedTuple):
 def t_interval(samples, confidence: float = 0.95) -> ConfidenceInterval:
     """Student-t confidence interval of the mean of `samples` (e.g. one value per seed).
 
-    Half-width = t_{(1+confidence)/2, n−1} × s/√n with s the sample standard deviation. It suits
-    the 3–5 seeds of the paper better than a bootstrap. With fewer than 2 samples the bounds are NaN.
+    Half-width = t_{(1+confidence)/2, n−1} × s/√n with s the sample standard deviation. It suits the
+    paired gains of the paper's 3–5 seeds (Table 4) better than a bootstrap, which is too narrow with so
+    few; a bounded return's curve takes `mean_band`, since this interval can pass the bounds. With fewer
+    than 2 samples the bounds are NaN.
     """
     samples = np.asarray(samples, dtype=float)
     n, mean = samples.size, float(samples.mean())

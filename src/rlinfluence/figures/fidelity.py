@@ -385,8 +385,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "fidelity_three_way_curves",
         "Fidelity curves",
-        f"Test return against round (θ^k), {SEED_CURVES_NOTE}: the authors' released pipeline (solid) and ours, "
-        "clean protocol (dashed), over the authors' rounds.",
+        "Test return against round (θ^k) of the authors' released pipeline (solid) and ours, clean protocol "
+        f"(dashed), over the authors' rounds: {SEED_CURVES_NOTE}.",
         THREE_WAY_RUNS,
         three_way_curves,
     ),
