@@ -43,8 +43,12 @@ EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full 
 # The protocols (and experiments) of runs other code made: the authors' (benchmarks/authors_pipeline) and SB3's
 # (benchmarks/sb3_iif_study.py). Not ours to replay.
 NOT_OURS = ("authors", "sb3")
-# A replay's own settings, none of them result-affecting (identity.NOT_RESULT_AFFECTING).
-QUIET = ["logger=disabled", "progress=false"]
+
+
+# A replay's own settings, none of them result-affecting (identity.NOT_RESULT_AFFECTING): no W&B mirror, and
+# the progress bar as the command asks for it (a replayed round of a paper-budget run takes seconds to minutes).
+def own_settings(progress: bool) -> list[str]:
+    return ["logger=disabled", f"progress={progress}"]
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,12 @@ def first_difference(committed: pd.DataFrame, replayed: pd.DataFrame, full_preci
     return None
 
 
-def replay_run(run: pd.Series, committed: pd.DataFrame, overrides: list[str], rounds: int) -> ReplayResult:
+def replay_run(
+    run: pd.Series, committed: pd.DataFrame, overrides: list[str], rounds: int, progress: bool
+) -> ReplayResult:
     """Train the run (`overrides`) up to round `rounds` in a temporary runs_root; compare with its committed rows."""
     with tempfile.TemporaryDirectory(prefix="rlinfluence-replay-") as runs_root:
-        cfg = compose("config", overrides=[*overrides, f"runs_root={runs_root}", *QUIET])
+        cfg = compose("config", overrides=[*overrides, f"runs_root={runs_root}", *own_settings(progress)])
         last = min(rounds, cfg.env.rounds)
         run_dir = rundir.run_dir(cfg)
         rundir.create_run_dir(run_dir, runs_root)
@@ -175,7 +181,8 @@ def replay_runs(cfg: DictConfig) -> list[ReplayResult]:
     with composing():
         for _, run in matching_runs(cfg, tidy).iterrows():
             overrides = overrides_of(run, settings)
-            results.append(replay_run(run, rows_of.get_group(tuple(run[RUN_KEY])), overrides, cfg.replay.rounds))
+            committed = rows_of.get_group(tuple(run[RUN_KEY]))
+            results.append(replay_run(run, committed, overrides, cfg.replay.rounds, cfg.progress))
             print(f"rlinfluence: {results[-1].line()}", file=sys.stderr)
     return results
 

@@ -167,6 +167,15 @@ class TestRobustStatistics:
         ci = metrics.bootstrap_ci([5.0, 5.0, 5.0])
         assert ci.mean == 5.0 and math.isnan(ci.low) and math.isnan(ci.high)
 
+    def test_mean_band_stays_within_the_seeds_range_where_a_t_interval_does_not(self):
+        collapsed = [0.999, 0.996, 0.999, 0.0, 0.999]  # Fig. 6a's FrozenLake IIF finals: one seed of five at 0
+        t = metrics.t_interval(collapsed)
+        assert t.low < 0.3 and t.high > 1.3  # spills past the return's [0, 1]
+        low, high = metrics.mean_band(collapsed)
+        assert 0.0 < low < np.mean(collapsed) < high <= 0.999 and metrics.mean_band(collapsed) == (low, high)
+        assert metrics.mean_band([0.5, 0.5]) == (0.5, 0.5)  # all seeds agree: a point, not NaN
+        assert all(math.isnan(bound) for bound in metrics.mean_band([0.5]))
+
     def test_rate_ci_is_wilsons_interval(self):
         # Wilson, z = 1.96: 0 of 10 → [0, z²/(n + z²)] = [0, 0.2775]; 3 of 30 → [0.0346, 0.2562].
         none = metrics.rate_ci(0, 10)

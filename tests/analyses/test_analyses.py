@@ -5,6 +5,8 @@ counterfactual check (removing records in place, its first-order predictions, it
 from __future__ import annotations
 
 import filecmp
+import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,7 @@ from rlinfluence.figures.counterfactual import removal_correlations
 from rlinfluence.figures.requirements import FigureData
 from rlinfluence.figures.section4 import OUTPUTS as SECTION4
 from rlinfluence.run.rundir import run_dir
+from rlinfluence.run.tasks import task_names
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
 
@@ -156,6 +159,33 @@ def test_diagnose_refuses_an_env_without_a_settable_state(tmp_path, tiny_config)
     with pytest.raises(ConfigError, match="env=acrobot cannot be put into .*envs that can: frozenlake, minigrid"):
         run_task(tiny_config("env=acrobot", "task=diagnose", f"runs_root={tmp_path}"))
     assert not any(tmp_path.iterdir())
+
+
+def smoke_task_args(task: str, tmp_path) -> list[str]:
+    """What a task needs beside debug=smoke: for figures, an experiment's own runs (the paper's ~65 outputs
+    take minutes whatever the preset; they log a line each as they are made); a committed run to replay; the
+    analyses' rows (their standard run's) away from the repo's data."""
+    if task == "figures":
+        return [f"figures.runs_root={tmp_path / 'runs'}", "figures.experiment=default"]
+    if task == "replay":
+        return ["replay.run=main/frozenlake/sgd/iif-p50/seed0"]
+    return [f"figures.data_dir={tmp_path / 'data'}"]
+
+
+@pytest.mark.parametrize("task", task_names())
+def test_debug_smoke_makes_every_task_a_run_of_seconds_with_its_progress_shown(task, tmp_path, tiny_config, capsys):
+    runs = f"runs_root={tmp_path / 'runs'}"
+    if task == "figures":
+        run_task(tiny_config(runs))  # the experiment's runs to draw
+    started = time.perf_counter()
+    run_task(tiny_config(f"task={task}", runs, "progress=true", *smoke_task_args(task, tmp_path)))
+    assert time.perf_counter() - started < 60  # seconds here; minutes on a loaded machine would still pass
+    shown = capsys.readouterr().err
+    # A bar, down to a replay's re-trained rounds and each removal group a counterfactual retrains
+    if task != "figures":
+        assert re.search(r"\| *\d+/\d+ \[", shown), shown  # tqdm's "| n/total [elapsed"
+    if task == "counterfactual":
+        assert "round 2 removal groups: 100%|" in shown
 
 
 def test_an_unknown_task_is_refused_naming_the_registered_ones(tiny_config):

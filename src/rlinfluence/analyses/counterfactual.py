@@ -37,6 +37,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
 from rlinfluence.analyses.standard_run import (
     analyse_rounds,
@@ -123,7 +124,9 @@ def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Eva
     plan = minibatch_plan(start, len(buffer), cfg.ppo)
     rows, reference = [], {}
     groups = removal_groups(buffer, scores, cfg, np.random.default_rng([cfg.seed, k]))
-    for index, (kind, size, removed) in enumerate(groups):
+    # A round retrains the update once per group, each tested on eval_episodes: minutes at the defaults.
+    shown = tqdm(groups, desc=f"round {k} removal groups", unit="group", disable=not cfg.progress)
+    for index, (kind, size, removed) in enumerate(shown):
         rerun_update(trainer, start, buffer, Selection(~removed, in_place=True))
         f = target_value(trainer.model, buffer, trainer.target)
         test = evaluator.evaluate(trainer.model, k)["test_return"] if evaluator else float("nan")

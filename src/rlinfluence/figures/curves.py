@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -14,7 +17,19 @@ from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import Output
 
-CURVES_NOTE = "Test return against round, mean over seeds ± 95 % t-interval."
+SEED_CURVES_NOTE = (
+    "mean over seeds with a 95 % percentile-bootstrap interval of the mean (10,000 resamples, fixed seed), which "
+    "stays within the seeds' range; thin lines: each seed"
+)
+CURVES_NOTE = f"Test return against round, {SEED_CURVES_NOTE}."
+
+
+def seed_curves(ax: Axes, data: pd.DataFrame, y: str, **lines: Any) -> None:
+    """`y` against round: each seed's curve, thin and faint, under the mean over seeds with its band
+    (metrics.mean_band). `lines` are seaborn's hue, style and legend arguments; the seeds' lines add no legend."""
+    thin = {**lines, "legend": False}
+    sns.lineplot(data=data, x="round", y=y, units="seed", estimator=None, alpha=0.3, linewidth=0.6, ax=ax, **thin)
+    sns.lineplot(data=data, x="round", y=y, errorbar=metrics.mean_band, ax=ax, **lines)
 
 
 def learning_curves(output: Output[Runs], rows: pd.DataFrame) -> Figure:
@@ -29,7 +44,8 @@ def curves_figure(
     rows: pd.DataFrame, envs: tuple[str, ...], arms: list[str], title: str, protocols: tuple[str, ...] = ()
 ) -> Figure:
     """Test return against round, one panel per env, one colour per label in `arms` (the rows' `arm`),
-    mean ± 95 % t-interval over seeds; one line style per protocol when `protocols` has several."""
+    each seed's curve under the mean over seeds and its band (`seed_curves`); one line style per protocol
+    when `protocols` has several."""
     ncols = min(len(envs), 3)
     nrows = -(-len(envs) // ncols)
     palette = dict(zip(arms, sns.color_palette("colorblind", len(arms))))
@@ -41,16 +57,14 @@ def curves_figure(
             style = (
                 {"style": "protocol", "style_order": list(protocols), "dashes": dashes} if len(protocols) > 1 else {}
             )
-            sns.lineplot(
-                data=rows[rows["env"] == env].dropna(subset=["test_return"]),
-                x="round",
-                y="test_return",
+            seed_curves(
+                ax,
+                rows[rows["env"] == env].dropna(subset=["test_return"]),
+                "test_return",
                 hue="arm",
                 hue_order=list(palette),
                 palette=palette,
-                errorbar=lambda v: metrics.t_interval(v)[1:3],
                 legend=False,
-                ax=ax,
                 **style,
             )
             ax.set(title=paper.ENV_TITLES.get(env, env), xlabel="round", ylabel="test return")

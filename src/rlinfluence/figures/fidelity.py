@@ -18,7 +18,6 @@ from typing import Self
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -27,6 +26,7 @@ from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
 from rlinfluence.figures.control_runs import ArmRuns, Runs, cpu_eval_episodes
+from rlinfluence.figures.curves import SEED_CURVES_NOTE, seed_curves
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, final_return
 from rlinfluence.figures.render import figure_style
@@ -278,8 +278,8 @@ def three_way_table(output: Output[Sources], rows: pd.DataFrame) -> pd.DataFrame
 
 
 def three_way_curves(output: Output[Sources], rows: pd.DataFrame) -> Figure:
-    """Seed-mean test return with 95 % t-bands: authors' standard and IIF beside ours (clean protocol),
-    over the authors' rounds."""
+    """Test return, each seed's curve under the mean over seeds and its band (`seed_curves`): authors' standard
+    and IIF beside ours (clean protocol), over the authors' rounds."""
     envs = output.runs.envs
     arms = {STANDARD.label: "tab:blue", IIF.label: "tab:orange"}
     sources = {AUTHORS_SOURCE: "", OURS_SOURCE: (4, 2)}
@@ -290,19 +290,17 @@ def three_way_curves(output: Output[Sources], rows: pd.DataFrame) -> Figure:
             shown = rows[
                 (rows["env"] == env) & (rows["round"] <= horizon) & rows["protocol"].isin([AUTHORS, CLEAN])
             ].dropna(subset=["test_return"])
-            sns.lineplot(
-                data=shown,
-                x="round",
-                y="test_return",
+            seed_curves(
+                ax,
+                shown,
+                "test_return",
                 hue="arm",
                 hue_order=list(arms),
                 palette=arms,
                 style="source",
                 style_order=list(sources),
                 dashes=sources,
-                errorbar=lambda v: metrics.t_interval(v)[1:3],
                 legend=False,
-                ax=ax,
             )
             ax.set(title=paper.ENV_TITLES[env], xlabel="round (θ^k: k completed updates)", ylabel="test return")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -387,8 +385,8 @@ OUTPUTS: tuple[Output, ...] = (
     Output(
         "fidelity_three_way_curves",
         "Fidelity curves",
-        "Test return against round (θ^k), mean over seeds ± 95 % t-interval: the authors' released pipeline "
-        "(solid) and ours, clean protocol (dashed), over the authors' rounds.",
+        "Test return against round (θ^k) of the authors' released pipeline (solid) and ours, clean protocol "
+        f"(dashed), over the authors' rounds: {SEED_CURVES_NOTE}.",
         THREE_WAY_RUNS,
         three_way_curves,
     ),

@@ -20,9 +20,9 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from rlinfluence import metrics
 from rlinfluence.figures import paper
 from rlinfluence.figures.committed import Refresh
+from rlinfluence.figures.curves import SEED_CURVES_NOTE, seed_curves
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import FigureData, Output, RestrictableByEnvs
@@ -187,22 +187,14 @@ def lm_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, re
 
 
 def _curves(rows: pd.DataFrame, panels: dict[str, str], output: Output[LMRuns]) -> Figure:
-    """One panel per metric against round, one line per arm, mean ± 95 % t-interval over seeds."""
+    """One panel per metric against round, one colour per arm, each seed's curve under the mean over seeds and
+    its band (`seed_curves`)."""
     arms = [arm.label for arm in output.runs.arms]
     palette = dict(zip(arms, sns.color_palette("colorblind", len(arms))))
     with figure_style():
         fig = Figure(figsize=(4.2 * len(panels), 3.2), layout="constrained")
         for ax, (column, label) in zip(fig.subplots(1, len(panels), squeeze=False).ravel(), panels.items()):
-            sns.lineplot(
-                data=rows.dropna(subset=[column]),
-                x="round",
-                y=column,
-                hue="arm",
-                hue_order=arms,
-                palette=palette,
-                errorbar=lambda v: metrics.t_interval(v)[1:3],
-                ax=ax,
-            )
+            seed_curves(ax, rows.dropna(subset=[column]), column, hue="arm", hue_order=arms, palette=palette)
             ax.set(xlabel="round", ylabel=label)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
@@ -247,7 +239,8 @@ def runtime_table(output: Output[LMRuns], rows: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the catalogue
 
 LM_CURVE_NOTE = (
-    "Mean over seeds ± 95 % t-interval; training reward = the reward model's mean score of the round's rollouts."
+    f"{SEED_CURVES_NOTE[0].upper()}{SEED_CURVES_NOTE[1:]}; training reward = the reward model's mean score of the "
+    "round's rollouts."
 )
 _PAPER: dict[str, Any] = dict(experiment="rlhf", envs=("toxicity",), model="gpt_neo_2p7b", seeds=3)
 # The same outputs from the offline tiny world (env=toxicity_tiny), which a CPU makes in minutes.
