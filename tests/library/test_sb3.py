@@ -15,6 +15,7 @@ pytest.importorskip("stable_baselines3")
 
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.base_class import BaseAlgorithm  # noqa: E402
+from stable_baselines3.common.buffers import RolloutBuffer  # noqa: E402
 
 from rlinfluence.attribution import drop_set, record_influence  # noqa: E402
 from rlinfluence.sb3 import IIFRolloutBuffer, InfluenceFilter, sb3_records  # noqa: E402
@@ -85,8 +86,9 @@ def make_ppo(env_name: str, n_envs: int = 1, **kwargs) -> PPO:
         "n_epochs": 2,
         "seed": 0,
         "policy_kwargs": policy_kwargs,
+        "rollout_buffer_class": IIFRolloutBuffer,
     } | kwargs
-    return PPO(policy, env, rollout_buffer_class=IIFRolloutBuffer, **settings)
+    return PPO(policy, env, **settings)
 
 
 class CapturingFilter(InfluenceFilter):
@@ -221,11 +223,17 @@ def test_bad_settings_are_refused_in_one_line_naming_the_argument(call, names):
     assert "\n" not in str(refused.value)
 
 
-def test_a_dict_observation_space_trains_two_rounds_with_its_drops_applied():
-    model = make_ppo("TinyDict", n_envs=2, n_steps=32, batch_size=16)
-    assert type(model.rollout_buffer).__name__ == "IIFDictRolloutBuffer"  # SB3's Dict layout, our drops
+# How the IIF buffer gets into the model: named when it is built, or (None: PPO's stock buffer) swapped in by the
+# callback alone, as rl-zoo's YAML, which can name callbacks but no buffer class, has it.
+BUFFER_CLASSES = pytest.mark.parametrize("rollout_buffer_class", [IIFRolloutBuffer, None], ids=["named", "callback"])
+
+
+@BUFFER_CLASSES
+def test_a_dict_observation_space_trains_two_rounds_with_its_drops_applied(rollout_buffer_class):
+    model = make_ppo("TinyDict", n_envs=2, n_steps=32, batch_size=16, rollout_buffer_class=rollout_buffer_class)
     callback = CapturingFilter(mode="iif", p=60)
     model.learn(128, callback=callback)
+    assert type(model.rollout_buffer).__name__ == "IIFDictRolloutBuffer"  # SB3's Dict layout, our drops
     assert [r["round"] for r in callback.rounds] == [1, 2]
     dropped = callback.rounds[-1]["dropped"]
     assert len(dropped) > 0 and set(callback.records["observations"]) == {"position", "mode"}
@@ -261,10 +269,13 @@ def test_what_the_dropin_cannot_score_is_refused_before_the_first_rollout():
         assert algorithm.num_timesteps == 0  # refused before any rollout
 
 
-def test_minibatches_never_hold_a_dropped_record():
-    model = make_ppo("CartPole-v1", n_envs=2, n_steps=64, batch_size=32)
+@BUFFER_CLASSES
+def test_minibatches_never_hold_a_dropped_record(rollout_buffer_class):
+    model = make_ppo("CartPole-v1", n_envs=2, n_steps=64, batch_size=32, rollout_buffer_class=rollout_buffer_class)
     callback = CapturingFilter(mode="iif", p=60)
     model.learn(128, callback=callback)
+    assert isinstance(model.rollout_buffer, IIFRolloutBuffer)
+    assert model.rollout_buffer_class is (rollout_buffer_class or RolloutBuffer)  # what a saved model records
     scores, dropped = callback.rounds[0]["scores"], callback.rounds[0]["dropped"]
     assert dropped.tolist() == drop_set(scores, 60).tolist() and len(dropped) > 0
     buffer = model.rollout_buffer  # still the round's, flattened by SB3's order
@@ -275,6 +286,18 @@ def test_minibatches_never_hold_a_dropped_record():
     kept = np.setdiff1d(np.arange(len(advantages)), dropped)
     assert len(batches) == -(-len(kept) // 32)
     assert np.array_equal(np.sort(np.concatenate(batches)), np.sort(advantages[kept]))
+
+
+def test_a_rollout_buffer_other_than_sb3s_own_is_refused_not_replaced():
+    class StepOrderBuffer(RolloutBuffer):  # a user's buffer whose own minibatches the IIF buffer would undo
+        pass
+
+    model = make_ppo("CartPole-v1", rollout_buffer_class=StepOrderBuffer)
+    with pytest.raises(
+        TypeError, match="RolloutBuffer or DictRolloutBuffer .* or IIFRolloutBuffer, not StepOrderBuffer"
+    ):
+        model.learn(32, callback=InfluenceFilter(mode="iif"))
+    assert model.num_timesteps == 0 and type(model.rollout_buffer) is StepOrderBuffer
 
 
 def final_parameters(mode: str | None) -> list[torch.Tensor]:

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch.distributions import Distribution
@@ -21,6 +21,10 @@ from rlinfluence.attribution.drop import check_drop_settings
 from rlinfluence.attribution.scores import check_target
 from rlinfluence.records import Observations
 from rlinfluence.sb3.buffer import IIFRolloutBuffer, check_action_space
+
+# The buffers PPO builds by default, which the callback replaces with IIFRolloutBuffer (their subclasses may
+# change what `get` draws, which the IIF buffer would silently undo).
+STOCK_BUFFERS = (RolloutBuffer, DictRolloutBuffer)
 
 
 def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch.device) -> dict[str, Any]:
@@ -59,8 +63,10 @@ class InfluenceFilter(BaseCallback):
     predicts to help, as the CLI's method.p=auto). target: "return" (f_return on the rollout itself, the
     IIF default) or "action" (f_action at `target_state`, `target_action`; a dict of arrays for a Dict
     observation space). Each round's scores, drops and counts go to `rounds` (one dict per
-    rollout) and their summary to SB3's logger under `influence/`. Modes other than `none` need
-    `PPO(..., rollout_buffer_class=IIFRolloutBuffer)`; `seed` seeds the `random` mode's draws."""
+    rollout) and their summary to SB3's logger under `influence/`. Modes other than `none` need the IIF buffer:
+    the callback swaps it in for PPO's stock one when learning starts (so `model.learn(..., callback=...)`, or
+    rl-zoo's `callback:` key, is enough), or the model is built with `rollout_buffer_class=IIFRolloutBuffer`;
+    `seed` seeds the `random` mode's draws."""
 
     def __init__(
         self,
@@ -96,9 +102,29 @@ class InfluenceFilter(BaseCallback):
 
     def _init_callback(self) -> None:
         # Everything that cannot work is refused when learning starts, before the first rollout.
-        check_action_space(self.ppo.action_space)
-        if self.mode != "none" and not isinstance(self.ppo.rollout_buffer, IIFRolloutBuffer):
-            raise TypeError(f"mode={self.mode!r} needs PPO(..., rollout_buffer_class=IIFRolloutBuffer)")
+        ppo = self.ppo
+        check_action_space(ppo.action_space)
+        if self.mode == "none" or isinstance(ppo.rollout_buffer, IIFRolloutBuffer):
+            return
+        if type(ppo.rollout_buffer) not in STOCK_BUFFERS:
+            raise TypeError(
+                f"mode={self.mode!r} needs the model's rollout buffer to be SB3's RolloutBuffer or "
+                f"DictRolloutBuffer (the callback swaps in IIFRolloutBuffer) or IIFRolloutBuffer, not "
+                f"{type(ppo.rollout_buffer).__name__}"
+            )
+        # The callback alone suffices (rl-zoo's YAML cannot name a buffer class, only callbacks): the stock buffer,
+        # which the next rollout resets anyway, is replaced by the IIF one built as PPO._setup_model built it. The
+        # model's rollout_buffer_class stays SB3's, so a saved model loads where rlinfluence is not installed.
+        ppo.rollout_buffer = IIFRolloutBuffer(
+            ppo.n_steps,
+            ppo.observation_space,
+            ppo.action_space,
+            device=ppo.device,
+            gamma=ppo.gamma,
+            gae_lambda=ppo.gae_lambda,
+            n_envs=ppo.n_envs,
+            **ppo.rollout_buffer_kwargs,
+        )
 
     def _on_step(self) -> bool:
         return True
