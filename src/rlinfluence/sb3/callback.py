@@ -14,13 +14,12 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
-from torch.distributions import Distribution
 
 from rlinfluence.attribution import drop_set, record_influence
 from rlinfluence.attribution.drop import check_drop_settings
 from rlinfluence.attribution.scores import check_target
-from rlinfluence.records import Observations
 from rlinfluence.sb3.buffer import IIFRolloutBuffer, check_action_space
+from rlinfluence.sb3.policy import sb3_policy
 
 
 def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch.device) -> dict[str, Any]:
@@ -43,12 +42,6 @@ def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch
         "old_log_probs": flat(buffer.log_probs).flatten(),
         "advantages": flat(buffer.advantages).flatten(),
     }
-
-
-def _torch_distribution(policy: ActorCriticPolicy, obs: Observations) -> Distribution:
-    distribution = policy.get_distribution(obs).distribution
-    assert isinstance(distribution, Distribution)  # a list only for multi-discrete actions, which sb3_records rejects
-    return distribution
 
 
 class InfluenceFilter(BaseCallback):
@@ -113,8 +106,7 @@ class InfluenceFilter(BaseCallback):
         clip_range = ppo.clip_range(ppo._current_progress_remaining) if callable(ppo.clip_range) else ppo.clip_range
         attribute = partial(
             record_influence,
-            lambda obs: _torch_distribution(policy, obs),
-            policy,
+            *sb3_policy(policy),
             records,
             clip_range=float(clip_range),
             ent_coef=float(ppo.ent_coef),
@@ -132,6 +124,7 @@ class InfluenceFilter(BaseCallback):
             "n_negative": int((scores < 0).sum()),
             "n_dropped": len(dropped),
             "n_kept": len(scores) - len(dropped),
+            "dropped_fraction": len(dropped) / len(scores),  # of the rollout (p is a percent of its negatives)
             "score_mean": float(scores.mean()),
             "score_min": float(scores.min()),
             "score_max": float(scores.max()),
