@@ -3,6 +3,11 @@ and the kept records' minibatches, none of a single record (whose advantage std 
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -125,3 +130,15 @@ def test_normalize_advantages_is_public_and_leaves_one_record_finite():
     assert torch.equal(normalize_advantages(torch.tensor([2.5])), torch.tensor([2.5]))
     normalized = normalize_advantages(torch.tensor([1.0, 2.0, 3.0]))
     torch.testing.assert_close(normalized, torch.tensor([-1.0, 0.0, 1.0]), atol=1e-6, rtol=0)
+
+
+def test_the_cleanrl_style_example_trains_with_the_public_helpers():
+    """examples/cleanrl_style_influence.py: cleanrl_policy, kept_minibatches and normalize_advantages, from the
+    public API only, one iteration."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "cleanrl_style_influence.py"
+    assert "rlinfluence.losses" not in example.read_text()  # the non-public helper it used to need
+    result = subprocess.run(
+        [sys.executable, str(example), "--total-timesteps", "512"], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.fullmatch(r"iteration 1: .* records dropped \(\d+% of the batch\)\n", result.stdout), result.stdout
