@@ -48,7 +48,8 @@ class InfluenceFilter(BaseCallback):
     """Scores every record of each rollout at θ_k, the policy that collected it, and (mode `iif`) has the
     update skip the ⌊n_neg·p/100⌋ most negative ones, (`random`) as many random ones, or (`none`) none.
 
-    p: percent of the negative-influence records, or "auto" (mode `iif`: the count the held-out f_return
+    p: a percent of the NEGATIVE-score records, not of the rollout (`dropped_fraction` reports the share of the
+    rollout dropped), or "auto" (mode `iif`: the count the held-out f_return
     predicts to help, as the CLI's method.p=auto). target: "return" (f_return on the rollout itself, the
     IIF default) or "action" (f_action at `target_state`, `target_action`; a dict of arrays for a Dict
     observation space). Each round's scores, drops and counts go to `rounds` (one dict per
