@@ -339,7 +339,7 @@ def test_time_major_inputs_are_told_the_flat_size(discrete):
     time_major = {key: value.reshape(6, 4, *value.shape[1:]) for key, value in records.items()}
     with pytest.raises(
         ValueError,
-        match=r"records\['advantages'\] has shape \(6, 4\); it needs \(24,\), one value per record, with every key",
+        match=r"records\['advantages'\] has shape \(6, 4\); it needs \(24,\), one value per record \(every key",
     ):
         record_influence(policy, net, time_major)
 

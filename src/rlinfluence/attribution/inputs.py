@@ -63,8 +63,8 @@ def _column(key: str, value: torch.Tensor, n: int) -> torch.Tensor:
     if value.ndim == 2 and value.shape[0] == n:
         # Time-major observations too (N counted their T rows): the records are T * n_envs once flattened.
         raise ValueError(
-            f"{key} has shape {tuple(value.shape)}; it needs ({value.numel()},), one value per record, with every "
-            f"key flattened alike: {FLATTEN_HINT}"
+            f"{key} has shape {tuple(value.shape)}; it needs ({value.numel()},), one value per record (every key "
+            f"flattened alike); {FLATTEN_HINT}"
         )
     if value.ndim != 1 or value.shape[0] != n:
         hint = f"; {FLATTEN_HINT}" if value.ndim == 2 else ""
