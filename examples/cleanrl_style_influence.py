@@ -3,7 +3,9 @@
     python examples/cleanrl_style_influence.py [--env-id CartPole-v1] [--total-timesteps 50000] [--p 50]
 
 The only IIF lines are marked `# IIF`: score the iteration's records with `record_influence` at the
-policy that collected them, take `drop_set`, and let the minibatches draw from the kept records only.
+policy that collected them (`cleanrl_policy` reads the agent's actor), take `drop_set`, and let the
+minibatches draw from the kept records only (`kept_minibatches`: never a 1-record minibatch, whose
+advantage std would be NaN).
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from rlinfluence.attribution import drop_set, record_influence
-from rlinfluence.losses import normalize_advantages
+from rlinfluence.attribution import cleanrl_policy, drop_set, kept_minibatches, normalize_advantages, record_influence
 
 
 def parse_args() -> argparse.Namespace:
@@ -35,7 +36,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ent-coef", type=float, default=0.01)
     parser.add_argument("--vf-coef", type=float, default=0.5)
     parser.add_argument("--max-grad-norm", type=float, default=0.5)
-    parser.add_argument("--p", type=float, default=50.0, help="IIF: percent of negative-influence records to drop")
+    parser.add_argument("--p", type=float, default=50.0, help="IIF: percent of the NEGATIVE records to drop")
     parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args()
 
@@ -68,7 +69,6 @@ def main() -> None:
     obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
     agent = Agent(obs_dim, n_actions)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    actor_parameters = [name for name, _ in agent.named_parameters() if name.startswith("actor.")]
 
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim))
     actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long)
@@ -107,25 +107,17 @@ def main() -> None:
         b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
 
         records = {"observations": b_obs, "actions": b_actions, "old_log_probs": b_logprobs, "advantages": b_advantages}
-        scores = record_influence(  # IIF
-            agent.distribution,
-            agent,
-            records,
-            "return",
-            clip_range=args.clip_coef,
-            ent_coef=args.ent_coef,
-            parameters=actor_parameters,
-        )
+        scores = record_influence(
+            *cleanrl_policy(agent), records, clip_range=args.clip_coef, ent_coef=args.ent_coef
+        )  # IIF
         dropped = drop_set(scores, args.p)  # IIF
         kept = np.setdiff1d(np.arange(batch_size), dropped)  # IIF
 
         for _ in range(args.update_epochs):
-            order = rng.permutation(kept)
-            for start in range(0, len(order), minibatch_size):
-                ids = torch.as_tensor(order[start : start + minibatch_size])
+            for ids in kept_minibatches(kept, minibatch_size, rng):  # IIF: instead of range(0, batch_size, ...)
                 distribution = agent.distribution(b_obs[ids])
                 ratio = torch.exp(distribution.log_prob(b_actions[ids]) - b_logprobs[ids])
-                mb_advantages = normalize_advantages(b_advantages[ids])  # a last minibatch of one is left as is
+                mb_advantages = normalize_advantages(b_advantages[ids])  # per minibatch, as CleanRL does
                 pg_loss = torch.max(
                     -mb_advantages * ratio, -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
                 ).mean()
@@ -139,7 +131,8 @@ def main() -> None:
         recent = np.mean(returns_seen[-20:]) if returns_seen else float("nan")
         print(
             f"iteration {iteration}: mean return (last 20 episodes) {recent:.1f}, "
-            f"{int((scores < 0).sum())} negative, {len(dropped)} of {batch_size} records dropped"
+            f"{int((scores < 0).sum())} negative, {len(dropped)} of {batch_size} records dropped "
+            f"({len(dropped) / batch_size:.0%} of the batch)"
         )
 
 

@@ -32,6 +32,7 @@ from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import app_search_path
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.launch.manifest import Composer, expand_sweep
+from rlinfluence.round import RoundFailed
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.interrupts import RunInterrupted
@@ -40,6 +41,7 @@ from rlinfluence.run.tasks import TRAIN, load_task
 from rlinfluence.validation import validate
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
+FAILED = 1  # a run stopped by a round it cannot train on (round.RoundFailed), said in one line
 
 
 # Any: train's summary (or None when already finished), else what the task returns (a DataFrame, replay
@@ -80,6 +82,9 @@ def hydra_app(cfg: DictConfig) -> None:
     except RunInterrupted as stop:
         print(f"rlinfluence: {stop}", file=sys.stderr)
         raise SystemExit(stop.exit_code) from None
+    except RoundFailed as error:
+        print(f"rlinfluence: {error}", file=sys.stderr)
+        raise SystemExit(FAILED) from None
 
 
 def one_line(error: HydraException) -> str:

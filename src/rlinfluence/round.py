@@ -155,6 +155,24 @@ def evaluation(agent: Agent, k: int) -> dict[str, Any]:
     return agent.evaluate(k)
 
 
+class RoundFailed(RuntimeError):
+    """A round that cannot be trained on; the run stops before the round's row or checkpoint is written, so its
+    run dir resumes from the round before. The message is one line naming the round."""
+
+
+def check_finite_scores(k: int, scores: np.ndarray | None) -> None:
+    """A NaN or inf score ranks nowhere: IIF would drop nothing (or arbitrary records) and train on silently."""
+    if scores is None:
+        return
+    bad = int((~np.isfinite(scores)).sum())
+    if bad:
+        raise RoundFailed(
+            f"round {k}: {bad} of {len(scores)} influence scores are not finite (NaN or inf), so no record can be "
+            f"ranked; stopped before writing round {k}, the run dir keeps round {k - 1} (check the target, the "
+            "observations and the policy's outputs)"
+        )
+
+
 def run_round(agent: Agent, k: int) -> dict[str, Any]:
     """Round k's stages in order, each timed; its metrics row."""
     watch = Stopwatch()
@@ -164,6 +182,7 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
     fields |= agent.forward(k, records)
     watch.lap("time_forward")
     influence = agent.attribute(k, records)
+    check_finite_scores(k, influence.scores)
     watch.lap("time_influence")
     selection = agent.method.select(records, influence.scores, agent.selection_rng, influence.attribute)
     watch.lap("time_select")

@@ -31,6 +31,13 @@ class FilterShare:
         (0, 100], or `auto` where `auto` is allowed; `note` ends the message (who takes `auto`)."""
         if auto and value == AUTO:
             return cls(None)
+        if (
+            isinstance(value, str) and value != AUTO
+        ):  # '50' from Python or a quoted override: a number was meant, say it is text
+            allowed = "a number in (0, 100] or auto" if auto else "a number in (0, 100]"
+            raise ConfigError(
+                f"{key}={value!r} is a string; it needs {allowed} (percent of negative-influence records to drop){note}"
+            )
         numeric = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
         if not numeric or not 0 < value <= 100:  # type: ignore[operator]  # numeric: a number
             allowed = "(0, 100] or auto" if auto else "(0, 100]"

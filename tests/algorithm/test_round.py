@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import metrics_rows
+from conftest import cli_run, metrics_rows, rounds_in, tiny
 from rlinfluence.cli import run_task
-from rlinfluence.round import COLUMNS, initial_row, run_round
+from rlinfluence.round import COLUMNS, RoundFailed, initial_row, run_round
+from rlinfluence.run.loop import read_resume
 from rlinfluence.selection import DropMostNegative, DropRandom, Influence, KeepAll, Selection, make_selection, n_to_drop
 from rlinfluence.share import FilterShare
 from rlinfluence.update import minibatch_ids
@@ -115,6 +116,32 @@ def test_the_loop_runs_any_agents_stages_in_order_and_writes_every_column(tiny_c
     assert rows[3]["env_steps"] == 12 and rows[1]["train_return"] == 0.5 and rows[0]["scripted"] == 1.0
     assert all(np.isnan(row[column]) for row in rows for column in ("policy_loss", "influence_step_spearman"))
     assert rows[0]["gradient_steps"] == 0 and np.isnan(rows[0]["kept_fraction"])
+
+
+# A finite s* so large that a ReLU policy's logits overflow to inf - inf = NaN at s*: f_action, and with it
+# every score, is NaN in round 1 (validation refuses only a non-finite s* itself).
+OVERFLOWING_TARGET = (
+    "env=acrobot",
+    "env.network.activation=relu",
+    "target=action",
+    "target.state=[3e38,3e38,-3e38,3e38,3e38,-3e38]",
+    "target.action=[1]",
+)
+
+
+def test_a_round_with_non_finite_scores_stops_the_run_in_one_line_before_writing_the_round(tmp_path):
+    """Issue 55: NaN scores used to train on silently (nothing dropped). The run stops instead, its run dir
+    holding round 0 whole, and a rerun resumes from there (and stops again at the same round)."""
+    failed = cli_run(tmp_path, "debug=smoke", *OVERFLOWING_TARGET)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    line = failed.stderr.strip().splitlines()[-1]
+    assert line.startswith("rlinfluence: round 1: 64 of 64 influence scores are not finite (NaN or inf)"), line
+    [run_dir] = [path.parent for path in tmp_path.rglob("checkpoint.pt")]
+    assert rounds_in(run_dir) == [0] and read_resume(run_dir).checkpoint["round"] == 0
+    assert not json.loads((run_dir / "summary.json").read_text())["done"]
+    with pytest.raises(RoundFailed, match="^round 1: 64 of 64 influence scores are not finite"):
+        run_task(tiny(tmp_path, *OVERFLOWING_TARGET), run_dir)
+    assert rounds_in(run_dir) == [0]
 
 
 def test_iif_drops_exactly_the_most_negative_records():

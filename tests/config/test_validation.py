@@ -18,6 +18,11 @@ from rlinfluence.validation import validate
         (["target.state=[1,0]", "target.action=[2]"], "target.state has 2 entries, env=frozenlake observes 16"),
         ([FROZENLAKE_STATE_0, "target.action=[4]"], "target.action=[4.0] must be one action index in 0..3"),
         ([FROZENLAKE_STATE_0, "target.action=[1,2]"], "must be one action index"),
+        (  # issue 55: a NaN s* made every score NaN, a run that silently dropped nothing
+            ["env=acrobot", "target.state=[0,0,0,0,0,nan]", "target.action=[1]"],
+            "target.state=[0.0, 0.0, 0.0, 0.0, 0.0, nan] must be finite numbers (NaN or inf found)",
+        ),
+        (["env=acrobot", "target.state=[0,0,0,0,0,0]", "target.action=[inf]"], "target.action=[inf] must be finite"),
     ],
 )
 def test_an_action_target_that_does_not_fit_the_env_is_a_config_error(overrides, message):

@@ -254,3 +254,114 @@ def test_scores_equal_dattris_gradient_dot_products(discrete):
     ours = record_influence(policy, net, records)
     assert (ours < 0).any() and (ours > 0).any()
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6 * np.abs(theirs).max())
+
+
+# ------------------------------------------------------------------ issue 55: wrong scores are refused, not returned
+
+
+def test_a_distribution_with_a_batch_axis_in_front_is_refused(discrete):
+    """Categorical(logits=net(obs)[None]) has batch shape (1, N): its scores were near zero, without an error."""
+    net, _, records = discrete
+    with pytest.raises(ValueError, match=r"policy\(observations\[:2\]\) gave a distribution of batch shape \(1, 2\)"):
+        record_influence(lambda obs: torch.distributions.Categorical(logits=net(obs)[None]), net, records)
+
+
+def test_a_policy_reading_parameters_outside_the_module_is_refused():
+    """CleanRL's continuous agent with actor_mean as the module: actor_logstd was silently a constant."""
+    module, policy = gaussian_policy(act_dim=2)
+    records = make_records(policy, torch.randn(N, 2))
+    with pytest.raises(
+        ValueError, match=r"policy reads 1 tensor\(s\) requiring grad that module does not hold \(shapes \[\(2,\)\]\)"
+    ):
+        record_influence(policy, module["mean"], records)
+
+
+def test_parameters_the_log_prob_does_not_read_are_refused(discrete):
+    """A critic's parameters alone gave all-zero scores, so IIF dropped nothing."""
+    net, policy, records = discrete
+    agent = torch.nn.ModuleDict({"actor": net, "critic": torch.nn.Linear(4, 1)})
+    with pytest.raises(
+        ValueError, match=r"parameters=\['critic.weight', 'critic.bias'\] are none of .*every score would be exactly 0"
+    ):
+        record_influence(policy, agent, records, parameters=["critic.weight", "critic.bias"])
+    np.testing.assert_array_equal(  # the actor chosen from the whole agent: the actor's own scores
+        record_influence(
+            policy, agent, records, parameters=["actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias"]
+        ),
+        record_influence(policy, net, records),
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"clip_range": -1}, r"clip_range=-1 must be a finite number > 0 \(PPO's clip range ε; default 0.2\)"),
+        ({"clip_range": 0}, r"clip_range=0 must be a finite number > 0"),
+        (
+            {"ent_coef": float("nan")},
+            r"ent_coef=nan must be a finite number >= 0 \(the entropy bonus's weight; default 0\)",
+        ),
+        ({"ent_coef": "0.01"}, r"ent_coef='0.01' must be a finite number >= 0"),
+    ],
+)
+def test_ppo_coefficients_out_of_range_are_refused(discrete, options, message):
+    net, policy, records = discrete
+    with pytest.raises(ValueError, match=message):
+        record_influence(policy, net, records, **options)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            {"records": "actions 3 of 3"},
+            r"records\['actions'\] holds actions outside the policy's distribution's support "
+            r"IntegerInterval\(lower_bound=0, upper_bound=2\) \(1 of them, the first at record 5: 3\)",
+        ),
+        ({"target_action": 3}, r"target_action holds actions outside the policy's distribution's support"),
+        ({"target_state": [0.0, np.nan, 0.0, 0.0]}, r"target_state holds NaN or inf \(shape \(4,\)\)"),
+    ],
+)
+def test_actions_outside_the_support_and_a_nan_target_state_are_one_line(discrete, arguments, message):
+    """Torch's own refusals were many lines ending in the whole tensor; a NaN s* gave NaN scores."""
+    net, policy, records = discrete
+    if "records" in arguments:
+        records = records | {"actions": records["actions"].index_fill(0, torch.tensor([5]), 3)}
+    target = {"target_state": np.zeros(4), "target_action": 1} | {k: v for k, v in arguments.items() if k != "records"}
+    with pytest.raises(ValueError, match=message) as refused:
+        record_influence(policy, net, records, "action", **target)
+    assert "\n" not in str(refused.value)
+
+
+def test_time_major_inputs_are_told_the_flat_size(discrete):
+    """Every key (T=6, n_envs=4, ...): the refusal named (6,), the T rows, where the records are 24."""
+    net, policy, records = discrete
+    time_major = {key: value.reshape(6, 4, *value.shape[1:]) for key, value in records.items()}
+    with pytest.raises(
+        ValueError,
+        match=r"records\['advantages'\] has shape \(6, 4\); it needs \(24,\), one value per record \(every key",
+    ):
+        record_influence(policy, net, time_major)
+
+
+SCORES_20_NEGATIVE = np.linspace(-1, 1, 41)
+
+
+def test_drop_set_says_p_is_a_string():
+    with pytest.raises(ValueError, match=r"p='50' is a string; it needs a number in \(0, 100\]"):
+        drop_set(SCORES_20_NEGATIVE, "50")
+
+
+def test_drop_set_takes_an_int_seed_as_numpy_does():
+    np.testing.assert_array_equal(
+        drop_set(SCORES_20_NEGATIVE, 50, "random", rng=0),
+        drop_set(SCORES_20_NEGATIVE, 50, "random", rng=np.random.default_rng(0)),
+    )
+    with pytest.raises(ValueError, match=r"rng='0' must be a numpy Generator, an int seed or None, not str"):
+        drop_set(SCORES_20_NEGATIVE, 50, "random", rng="0")
+
+
+def test_a_p_below_one_warns_that_it_is_a_percent():
+    """Issue 57: p=0.25 (meant as a quarter) was accepted and dropped nothing."""
+    with pytest.warns(UserWarning, match=r"p=0.25 is a percent of the negative-influence records.*pass p=25"):
+        assert len(drop_set(SCORES_20_NEGATIVE, 0.25)) == 0

@@ -18,7 +18,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm  # noqa: E402
 from stable_baselines3.common.buffers import RolloutBuffer  # noqa: E402
 
 from rlinfluence.attribution import drop_set, record_influence  # noqa: E402
-from rlinfluence.sb3 import IIFRolloutBuffer, InfluenceFilter, sb3_records  # noqa: E402
+from rlinfluence.sb3 import IIFDictRolloutBuffer, IIFRolloutBuffer, InfluenceFilter, sb3_policy, sb3_records  # noqa: E402
 
 
 class TinyImageEnv(gym.Env):
@@ -329,5 +329,35 @@ def test_the_callback_logs_its_rounds_to_sb3s_logger(tmp_path):
     assert [r["round"] for r in callback.rounds] == [1, 2]
     last = callback.rounds[-1]
     assert last["n_kept"] + last["n_dropped"] == 32 and last["n_dropped"] == last["n_negative"] // 2
+    assert last["dropped_fraction"] == last["n_dropped"] / 32  # issue 57: p is a percent of the negatives only
     logged = pd.read_csv(tmp_path / "progress.csv")
     assert logged["influence/n_dropped"].tolist() == [r["n_dropped"] for r in callback.rounds]
+    assert logged["influence/dropped_fraction"].tolist() == [r["dropped_fraction"] for r in callback.rounds]
+
+
+def test_a_saved_model_records_the_public_buffer_path_and_loads(tmp_path):
+    """Issue 57: saved models named the private rlinfluence.sb3.buffer.IIFRolloutBuffer."""
+    import json
+    import zipfile
+
+    make_ppo("CartPole-v1").save(tmp_path / "model.zip")
+    data = zipfile.ZipFile(tmp_path / "model.zip").read("data").decode()
+    assert json.loads(data)["rollout_buffer_class"]["__module__"] == "rlinfluence.sb3"
+    assert "rlinfluence.sb3.buffer" not in data
+    assert type(PPO.load(tmp_path / "model.zip").rollout_buffer) is IIFRolloutBuffer
+
+
+def test_a_dict_space_gets_the_exported_dict_buffer():
+    assert type(make_ppo("TinyDict").rollout_buffer) is IIFDictRolloutBuffer
+
+
+def test_sb3_policy_scores_a_model_as_the_callback_does():
+    """Issue 57: SB3's policy object given to the API directly, through the documented two-line adapter."""
+    model = make_ppo("Pendulum-v1", n_steps=24, batch_size=12)
+    callback = CapturingFilter(mode="iif", p=50)
+    model.learn(24, callback=callback)
+    scores = record_influence(*sb3_policy(callback.policy_at_k), callback.records)
+    np.testing.assert_array_equal(scores, callback.rounds[0]["scores"])
+    assert sb3_policy(model)[1] is model.policy
+    with pytest.raises(TypeError, match="sb3_policy takes an SB3 PPO model or an ActorCriticPolicy, not Linear"):
+        sb3_policy(torch.nn.Linear(2, 2))

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 from torch.distributions import Distribution
+from torch.distributions.constraints import Constraint
 
 from rlinfluence.records import Observations, take
 
@@ -59,6 +60,12 @@ def _column(key: str, value: torch.Tensor, n: int) -> torch.Tensor:
     """One float per record: (N,) or an (N, 1) column, squeezed."""
     if value.ndim == 2 and value.shape[1] == 1:
         value = value[:, 0]
+    if value.ndim == 2 and value.shape[0] == n:
+        # Time-major observations too (N counted their T rows): the records are T * n_envs once flattened.
+        raise ValueError(
+            f"{key} has shape {tuple(value.shape)}; it needs ({value.numel()},), one value per record (every key "
+            f"flattened alike); {FLATTEN_HINT}"
+        )
     if value.ndim != 1 or value.shape[0] != n:
         hint = f"; {FLATTEN_HINT}" if value.ndim == 2 else ""
         raise ValueError(f"{key} has shape {tuple(value.shape)}; it needs ({n},), one value per record{hint}")
@@ -73,21 +80,25 @@ class ActionLayout:
 
     shape: tuple[int, ...]  # () for Categorical, (act_dim,) for a Gaussian over act_dim dimensions
     discrete: bool  # whole-number actions (Categorical, Bernoulli): passed as int64
+    support: Constraint | None  # the actions the distribution takes (its log_prob refuses others)
 
     @classmethod
     def of(cls, distribution: Callable[[Observations], Distribution], observations: Observations) -> ActionLayout:
+        # Two observations, not one: a batch axis added in front (Categorical(logits=net(obs)[None])) then
+        # shows as batch shape (1, 2), where one observation's (1, 1) would pass for an action axis.
+        rows = min(2, _rows("observations", observations))
         with torch.no_grad():
-            probe = distribution(take(observations, slice(0, 1)))
+            probe = distribution(take(observations, slice(0, rows)))
         if not isinstance(probe, Distribution):
             raise ValueError(f"policy(observations) must return a torch Distribution, not {type(probe).__name__}")
         sample_shape = tuple(probe.batch_shape + probe.event_shape)
-        if not sample_shape or sample_shape[0] != 1:
+        if not sample_shape or sample_shape[0] != rows:
             raise ValueError(
-                f"policy(observations[:1]) gave a distribution of batch shape {tuple(probe.batch_shape)}; "
-                "it needs one distribution per observation (batch shape (1, ...))"
+                f"policy(observations[:{rows}]) gave a distribution of batch shape {tuple(probe.batch_shape)}; it "
+                f"needs one distribution per observation, batch shape ({rows}, ...) (the first axis is the records)"
             )
         support = probe.support
-        return cls(sample_shape[1:], bool(support is not None and support.is_discrete))
+        return cls(sample_shape[1:], bool(support is not None and support.is_discrete), support)
 
     def describe(self, n: int) -> str:
         return str((n, *self.shape))
@@ -105,11 +116,23 @@ class ActionLayout:
             raise ValueError(
                 f"{key} has shape {tuple(value.shape)}; the policy's distribution takes {self.describe(n)}{hint}"
             )
-        if not self.discrete:
-            return value.to(float_dtype)
-        if value.is_floating_point() and not bool((value == value.round()).all()):
+        if self.discrete and value.is_floating_point() and not bool((value == value.round()).all()):
             raise ValueError(f"{key} holds non-integer values; the policy's distribution is discrete")
-        return value.long()
+        value = value.long() if self.discrete else value.to(float_dtype)
+        self.check_support(key, value)
+        return value
+
+    def check_support(self, key: str, value: torch.Tensor) -> None:
+        """Torch's own refusal of an action outside the support is many lines, ending in the whole tensor."""
+        if self.support is None:
+            return
+        outside = ~self.support.check(value)
+        if bool(outside.any()):
+            record = int(outside.reshape(len(value), -1).any(1).nonzero()[0, 0])
+            raise ValueError(
+                f"{key} holds actions outside the policy's distribution's support {self.support} "
+                f"({int(outside.sum())} of them, the first at record {record}: {value[record].tolist()})"
+            )
 
 
 @dataclass(frozen=True)
@@ -169,7 +192,7 @@ def check_target_state(target_state: npt.ArrayLike | Mapping[str, npt.ArrayLike]
     """s* of f_action as a batch of one in the records' observation layout (a flat list is reshaped)."""
 
     def one(name: str, values: Any, rows: torch.Tensor) -> torch.Tensor:
-        state = torch.as_tensor(np.asarray(values), device=rows.device)
+        state = _tensor(name, values, rows.device, rows.dtype if rows.is_floating_point() else torch.float32)
         shape = tuple(rows.shape[1:])
         if state.numel() != math.prod(shape):
             raise ValueError(
@@ -190,7 +213,7 @@ def check_target_state(target_state: npt.ArrayLike | Mapping[str, npt.ArrayLike]
 def check_target_action(target_action: npt.ArrayLike, layout: ActionLayout, float_dtype: torch.dtype) -> torch.Tensor:
     """a* of f_action as a batch of one, as the policy's distribution takes an action (on the CPU; the
     target moves it to the records' device)."""
-    action = torch.as_tensor(np.asarray(target_action))
+    action = _tensor("target_action", target_action, torch.device("cpu"), float_dtype)
     if action.numel() != math.prod(layout.shape):
         raise ValueError(
             f"target_action has shape {tuple(action.shape)}; the policy's distribution takes {layout.shape or '()'} "

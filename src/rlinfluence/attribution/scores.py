@@ -53,6 +53,55 @@ class _Policy(nn.Module):
         return lambda obs, actions: functional_call(self, params, (obs, actions))
 
 
+def _read_leaves(output: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors requiring grad that `output` was computed from: the leaves of its autograd graph."""
+    leaves, seen, stack = [], set(), [output.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):  # AccumulateGrad: a leaf
+            leaves.append(node.variable)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return leaves
+
+
+def check_parameters_read(
+    distribution: DistributionFn, module: nn.Module, names: list[str], records: CheckedRecords
+) -> None:
+    """The scores differentiate `names` of `module` only: a parameter the policy reads from elsewhere (CleanRL's
+    `actor_logstd` beside `actor_mean` as the module) would silently be a constant, and parameters the log-prob
+    does not read (a critic's) give all-zero scores. Which tensors the log-prob reads is read off its autograd
+    graph at the first two records: one forward pass, no gradient."""
+    rows = slice(0, 2)
+    with torch.enable_grad():
+        log_prob = distribution(take(records.obs, rows)).log_prob(records.actions[rows])
+    held = {id(value): name for name, value in module.named_parameters()}
+    read = _read_leaves(log_prob)
+    foreign = [tuple(leaf.shape) for leaf in read if id(leaf) not in held]
+    if foreign:
+        raise ValueError(
+            f"policy reads {len(foreign)} tensor(s) requiring grad that module does not hold (shapes {foreign}): "
+            "pass a module holding every parameter the policy reads (e.g. the whole agent, choosing with "
+            "parameters=), or rlinfluence.attribution.cleanrl_policy(agent) for a CleanRL agent"
+        )
+    if not any(held[id(leaf)] in names for leaf in read):
+        raise ValueError(
+            f"parameters={names} are none of the parameters the policy's log-prob reads "
+            f"({', '.join(sorted(held[id(leaf)] for leaf in read)) or 'none: is it computed under no_grad?'}): "
+            "every score would be exactly 0"
+        )
+
+
+def _check_coefficient(name: str, value: Any, low: float, strict: bool, default: float, meaning: str) -> float:
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not number or not np.isfinite(value) or value < low or (strict and value == low):
+        bound = f"> {low:g}" if strict else f">= {low:g}"
+        raise ValueError(f"{name}={value!r} must be a finite number {bound} ({meaning}; default {default:g})")
+    return float(value)
+
+
 def _is_target(target: Any) -> bool:
     return hasattr(target, "loss")  # a targets.py Target: loss(policy_fn, transitions)
 
@@ -127,6 +176,8 @@ def record_influence(
     parameters: the names of the parameters to attribute through (default: all that require grad).
     """
     check_target(target, target_state, target_action)
+    clip_range = _check_coefficient("clip_range", clip_range, 0, True, 0.2, "PPO's clip range ε")
+    ent_coef = _check_coefficient("ent_coef", ent_coef, 0, False, 0.0, "the entropy bonus's weight")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size!r} must be a positive int (records per forward-mode pass)")
     named = dict(module.named_parameters())
@@ -140,6 +191,7 @@ def record_influence(
     first = params[f"module.{names[0]}"]
     float_dtype = first.dtype if first.is_floating_point() else torch.float32
     checked = check_records("records", records, RECORD_KEYS, policy, first.device, float_dtype)
+    check_parameters_read(policy, module, names, checked)
     wrapped = _Policy(module, policy)
     target_loss = _target_loss(target, wrapped, policy, checked, target_records, target_state, target_action)
     direction = gradient(target_loss, params)

@@ -133,6 +133,12 @@ def check_train_env(env_cfg: EnvConfig, observations: gym.Space, actions: gym.Sp
 
 def check_action_target(env_cfg: EnvConfig, state: list[float], action: list[float], key: str) -> None:
     """f_action's s* and a* (config keys `<key>.state`, `<key>.action`) must fit the env's spaces."""
+    for name, values in (("state", state), ("action", action)):
+        # A NaN or inf s* makes f_action, and so every score, NaN: a run that would silently never drop anything.
+        require(
+            bool(np.isfinite(np.asarray(values, dtype=float)).all()),
+            f"{key}.{name}={list(values)} must be finite numbers (NaN or inf found)",
+        )
     observations, actions = env_spaces(env_cfg)
     size = int(np.prod(space_shape(observations)))
     require(

@@ -9,7 +9,14 @@ At each rollout's end (after SB3's GAE) the callback scores every record at the 
 it (rlinfluence.attribution) and tells the buffer which records the update's minibatches skip.
 """
 
-from rlinfluence.sb3.buffer import IIFRolloutBuffer
+from rlinfluence.sb3.buffer import IIFDictRolloutBuffer, IIFRolloutBuffer
 from rlinfluence.sb3.callback import InfluenceFilter, sb3_records
+from rlinfluence.sb3.policy import sb3_policy
 
-__all__ = ["IIFRolloutBuffer", "InfluenceFilter", "sb3_records"]
+__all__ = ["IIFDictRolloutBuffer", "IIFRolloutBuffer", "InfluenceFilter", "sb3_policy", "sb3_records"]
+
+# A saved model pickles the classes it was built with by their path: record the public one, not the module
+# that happens to define them (rlinfluence.sb3.buffer), so a model loads whatever the files become.
+for _public in (IIFRolloutBuffer, IIFDictRolloutBuffer, InfluenceFilter):
+    _public.__module__ = __name__
+del _public

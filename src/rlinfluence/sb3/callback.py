@@ -14,13 +14,12 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
-from torch.distributions import Distribution
 
 from rlinfluence.attribution import drop_set, record_influence
 from rlinfluence.attribution.drop import check_drop_settings
 from rlinfluence.attribution.scores import check_target
-from rlinfluence.records import Observations
 from rlinfluence.sb3.buffer import IIFRolloutBuffer, check_action_space
+from rlinfluence.sb3.policy import sb3_policy
 
 # The buffers PPO builds by default, which the callback replaces with IIFRolloutBuffer (their subclasses may
 # change what `get` draws, which the IIF buffer would silently undo).
@@ -49,17 +48,12 @@ def sb3_records(buffer: RolloutBuffer, action_space: spaces.Space, device: torch
     }
 
 
-def _torch_distribution(policy: ActorCriticPolicy, obs: Observations) -> Distribution:
-    distribution = policy.get_distribution(obs).distribution
-    assert isinstance(distribution, Distribution)  # a list only for multi-discrete actions, which sb3_records rejects
-    return distribution
-
-
 class InfluenceFilter(BaseCallback):
     """Scores every record of each rollout at θ_k, the policy that collected it, and (mode `iif`) has the
     update skip the ⌊n_neg·p/100⌋ most negative ones, (`random`) as many random ones, or (`none`) none.
 
-    p: percent of the negative-influence records, or "auto" (mode `iif`: the count the held-out f_return
+    p: a percent of the NEGATIVE-score records, not of the rollout (`dropped_fraction` reports the share of the
+    rollout dropped), or "auto" (mode `iif`: the count the held-out f_return
     predicts to help, as the CLI's method.p=auto). target: "return" (f_return on the rollout itself, the
     IIF default) or "action" (f_action at `target_state`, `target_action`; a dict of arrays for a Dict
     observation space). Each round's scores, drops and counts go to `rounds` (one dict per
@@ -139,8 +133,7 @@ class InfluenceFilter(BaseCallback):
         clip_range = ppo.clip_range(ppo._current_progress_remaining) if callable(ppo.clip_range) else ppo.clip_range
         attribute = partial(
             record_influence,
-            lambda obs: _torch_distribution(policy, obs),
-            policy,
+            *sb3_policy(policy),
             records,
             clip_range=float(clip_range),
             ent_coef=float(ppo.ent_coef),
@@ -158,6 +151,7 @@ class InfluenceFilter(BaseCallback):
             "n_negative": int((scores < 0).sum()),
             "n_dropped": len(dropped),
             "n_kept": len(scores) - len(dropped),
+            "dropped_fraction": len(dropped) / len(scores),  # of the rollout (p is a percent of its negatives)
             "score_mean": float(scores.mean()),
             "score_min": float(scores.min()),
             "score_max": float(scores.max()),
