@@ -25,20 +25,21 @@ from typing import Any
 import hydra
 from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
 from omegaconf import DictConfig
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import app_search_path
+from rlinfluence.config.keys import not_a_setting
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.launch.manifest import Composer, expand_sweep
-from rlinfluence.round import RoundFailed
-from rlinfluence.run import rundir
-from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.interrupts import RunInterrupted
-from rlinfluence.run.lifecycle import check_run, start_training
 from rlinfluence.run.tasks import TRAIN, load_task
-from rlinfluence.validation import validate
+
+# The modules that import torch (the run dirs, the round loop, validation) are imported by the functions that
+# run a command: what Hydra answers before any command runs (--help, --cfg job) then takes a fraction of a
+# second, not the seconds torch takes.
 
 REFUSED = 2  # the exit code of every command refused as given; 1 stays a crash's
 FAILED = 1  # a run stopped by a round it cannot train on (round.RoundFailed), said in one line
@@ -49,6 +50,10 @@ FAILED = 1  # a run stopped by a round it cannot train on (round.RoundFailed), s
 def run_task(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Validate, then dispatch on `task`. Separate from the Hydra wrapper so tests can call it; `run_dir`
     defaults to the config's own (tests pass a temporary one)."""
+    from rlinfluence.run import rundir
+    from rlinfluence.run.lifecycle import start_training
+    from rlinfluence.validation import validate
+
     validate(cfg)
     if cfg.task != TRAIN:
         return load_task(cfg.task)(cfg)
@@ -72,6 +77,9 @@ def quiet_libraries() -> None:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def hydra_app(cfg: DictConfig) -> None:
+    from rlinfluence.round import RoundFailed
+    from rlinfluence.run.checkpoint import RunDirError
+
     try:
         with app_search_path(list(HydraConfig.get().searchpath)):
             run_task(cfg)
@@ -90,6 +98,13 @@ def hydra_app(cfg: DictConfig) -> None:
 def one_line(error: HydraException) -> str:
     """Hydra's multi-line report of a composition error in one line: its own lines, the first line of
     its cause, the options of a missing choice; never the config search path."""
+    cause = error.__cause__
+    if isinstance(error, ConfigCompositionException) and isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
+        # `key=value` for a key the config lacks: ours names the nearest setting; Hydra's would advise `+key=value`,
+        # which validation refuses too (config/keys.py). A key of an open mapping (env.make_kwargs) does take `+`.
+        refusal = not_a_setting(str(cause.full_key))
+        if refusal is not None:
+            return refusal
     lines = [
         line.strip().rstrip(".") for line in str(error).split("\nConfig search path:")[0].splitlines() if line.strip()
     ]
@@ -140,6 +155,11 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
     """Compose and check every job of the sweep before the first one starts (a bad value in job 5 must
     not be found after jobs 1-4 have trained): one line and exit 2 on the first that cannot run, with
     nothing written. Returns the training jobs' run dirs and plans."""
+    from rlinfluence.run import rundir
+    from rlinfluence.run.checkpoint import RunDirError
+    from rlinfluence.run.lifecycle import check_run
+    from rlinfluence.validation import validate
+
     with Composer() as composer:
         try:
             jobs = expand_sweep(composer.sweep_params(overrides), overrides)
@@ -167,6 +187,8 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
 
 def sweep_summary(jobs: list[SweepJob]) -> str:
     """What a sweep did, read from its run dirs once it has ended (whichever launcher ran the jobs)."""
+    from rlinfluence.run import rundir
+
     counts = Counter(job.plan if rundir.is_done(job.run_dir) else NOT_FINISHED for job in jobs)
     where = os.path.commonpath([str(job.run_dir) for job in jobs])
     parts = ", ".join(f"{counts[plan]} {plan}" for plan in (TRAINED, RESUMED, SKIPPED, NOT_FINISHED))

@@ -2,10 +2,10 @@
 
 The top of the checks, called by the CLI alone (before a command or a sweep's first job runs): each setting's own
 check lives with the module that owns the setting, and this module only calls them in order. The schemas
-(config/schema.py) reject a misspelt key or a wrong type when Hydra composes the config;
-`validate` rejects values that are well-typed but cannot run (p outside (0, 100], no evaluation
-episode, an f_action target that does not fit the env, an unknown method), each with one line naming
-the key and what is allowed. It sits above the method registry and the envs it consults; the agent that
+(config/schema.py) reject a misspelt key or a wrong type when Hydra composes the config; `validate` rejects a
+key that Hydra's `+key=value` added (config/keys.py), and values that are well-typed but cannot run (p outside
+(0, 100], no evaluation episode, an f_action target that does not fit the env, an unknown method), each with
+one line naming the key and what is allowed. It sits above the method registry and the envs it consults; the agent that
 `env.agent` names (run/agents.py) checks what is its own (targets; the language-model agent its model and data).
 """
 
@@ -18,7 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import influence
 from rlinfluence.choices import require, require_one_of
-from rlinfluence.config.paths import check_writable
+from rlinfluence.config.keys import check_settings
+from rlinfluence.config.paths import check_folder_name, check_writable
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS
 from rlinfluence.corruption import KINDS, LM_KINDS, plants
 from rlinfluence.envs.make import STATE_KEYS, WRAPPERS
@@ -49,7 +50,12 @@ def warn(message: str) -> None:
 
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError (one line) on the first value that cannot be run."""
+    check_settings(cfg)
     require_one_of("task", cfg.task, task_names())
+    # runs_root/experiment_name/env.name/...: the run dirs, and a sweep's folder whatever its task
+    require(cfg.runs_root != "", "runs_root='' names no folder: give the one run dirs go under (default: runs)")
+    for key in ("experiment_name", "env.name"):
+        check_folder_name(key, OmegaConf.select(cfg, key))
     require(
         not OmegaConf.is_missing(cfg.env, "id"),
         f"env={cfg.env.name} needs env.id=<a registered Gymnasium id>, e.g. env.id=CartPole-v1 or "

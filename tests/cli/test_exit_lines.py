@@ -23,7 +23,24 @@ from rlinfluence.figures.catalogue import OUTPUTS
         (["target=action", "target.state=[1,0]", "target.action=[2]"], "config error: target.state has 2 entries"),
         (["seed=abc"], "config error: Error merging override seed=abc; Value 'abc' of type 'str' could not be"),
         (["env=frozen_lake"], "config error: In 'config': Could not find 'env/frozen_lake' (options: acrobot,"),
-        (["ppo.batchsize=32"], "config error: Could not override 'ppo.batchsize'; Key 'batchsize' not in 'PPOConfig'"),
+        # issue 55: Hydra advised `+ppo.batchsize=32`, which trained on under a new hash; both are refused alike
+        (["ppo.batchsize=32"], "config error: ppo.batchsize is not a setting (did you mean ppo.batch_size?)"),
+        (["+ppo.batchsize=32"], "config error: ppo.batchsize is not a setting (did you mean ppo.batch_size?)"),
+        (["+foo=1"], "config error: foo is not a setting (rlinfluence --cfg job lists the settings)"),
+        (
+            ["-m", "seed=0,1", "+ppo.batchsize=32"],
+            "config error: ppo.batchsize is not a setting (did you mean ppo.batch_size?) (sweep job seed=0)",
+        ),
+        (["experiment_name=../../escape"], "config error: experiment_name='../../escape' must be one folder name"),
+        (
+            ["debug=smoke", "ppo.batch_size=1000"],
+            "config error: ppo.batch_size=1000 must be <= the records of a round, env.n_envs x env.n_steps = "
+            "1 x 64 = 64",
+        ),
+        (
+            ["env=gym", "env.id=nosuchmodule:Foo-v0"],
+            "config error: env.id=nosuchmodule:Foo-v0 needs the module nosuchmodule, which cannot be imported here",
+        ),
         # issue 32: each crashed (most after writing a run dir, one after training a whole run) or was filed wrongly
         (
             ["env.id=CartPole-v1"],
@@ -72,9 +89,9 @@ from rlinfluence.figures.catalogue import OUTPUTS
     ],
 )
 def test_a_rejected_command_is_one_line_exit_2_and_creates_nothing(tmp_path, overrides, message):
-    runs_root = tmp_path / "runs"
+    runs_root = tmp_path / "work" / "runs"
     assert cli_refusal(cli_run(runs_root, *overrides)).startswith(f"rlinfluence: {message}")
-    assert not runs_root.exists()
+    assert not any(tmp_path.iterdir())  # nor anything beside it (experiment_name=../../escape)
 
 
 def _as_a_user() -> tuple[str, ...]:

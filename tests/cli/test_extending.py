@@ -12,6 +12,7 @@ import pytest
 
 from conftest import metrics_rows
 from rlinfluence import cli
+from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.selection import SELECTION_METHODS, Selection, SelectionMethod, register_method
 from rlinfluence.share import FilterShare
 
@@ -71,6 +72,12 @@ def test_a_method_defined_outside_src_trains_two_rounds_through_the_cli(tmp_path
     for row in rows[1:]:
         n = int(row["n_records"])
         assert int(row["n_kept"]) == n - int(np.floor(n * 25 / 100))
+
+    # the recipe's figures command, as docs/extending.md writes it, draws the new method's curves
+    [figures] = re.findall(r"`rlinfluence (task=figures [^`]*)`", (REPO_ROOT / "docs" / "extending.md").read_text())
+    monkeypatch.chdir(tmp_path)  # where the recipe's runs/ is
+    run_cli(monkeypatch, *figures.replace("NAME", "default").split())
+    assert (runs / "default" / "figures" / "frozenlake_curves.png").exists()
 
 
 def test_the_new_method_s_settings_are_checked_and_hashed_like_the_shipped_ones(

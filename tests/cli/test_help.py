@@ -4,6 +4,7 @@ developers are not shown."""
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import warnings
@@ -20,6 +21,7 @@ def test_help_names_every_task_and_every_option_of_every_group():
     )
     assert result.returncode == 0 and "README.md" in result.stdout and "--cfg job" in result.stdout
     assert "ppo:" not in result.stdout  # the config dump stays behind --cfg
+    assert not re.search(r"issues? \d", result.stdout)  # our issue tracker's numbers mean nothing to a user (issue 55)
     for task in task_names():
         assert f"\n  {task} " in result.stdout, task
     for group in Path(CONFIG_DIR).iterdir():
@@ -27,6 +29,17 @@ def test_help_names_every_task_and_every_option_of_every_group():
             assert f"\n  {group.name} " in result.stdout, group.name
             for option in group.glob("*.yaml"):
                 assert option.stem in result.stdout, f"{group.name}={option.stem}"
+
+
+def test_help_is_answered_without_importing_torch():
+    """Hydra answers --help before any command runs, so the seconds torch takes to import are not spent on it
+    (issue 55: --help took 7 s)."""
+    answer = (
+        "import sys\nfrom rlinfluence.console import main\ntry:\n    main()\nfinally:\n    print(sorted(sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", answer, "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "Usage" in result.stdout, result.stderr
+    assert "'torch'" not in result.stdout.splitlines()[-1]
 
 
 def shown_notices(caplog, quiet: bool) -> tuple[list[str], str]:

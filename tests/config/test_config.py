@@ -171,3 +171,53 @@ def test_a_rejected_command_leaves_a_finished_runs_record_untouched(tmp_path):
     rejected = subprocess.run(base + ["ppo.gamma=2"], capture_output=True, text=True, timeout=120)
     assert rejected.returncode == 2 and "ppo.gamma" in rejected.stderr
     assert {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()} == record
+
+
+@pytest.mark.parametrize(
+    "overrides,refusal",
+    [
+        # issue 55: `+` added a key nothing reads, and the run was filed under a new hash
+        (["+ppo.batchsize=500"], "ppo.batchsize is not a setting (did you mean ppo.batch_size?)"),
+        (["++ppo.batchsize=500"], "ppo.batchsize is not a setting (did you mean ppo.batch_size?)"),
+        (["+batchsize=500"], "batchsize is not a setting (did you mean ppo.batch_size?)"),  # at the wrong level
+        (["+foo=1"], "foo is not a setting (rlinfluence --cfg job lists the settings)"),
+        (["+figures.collapse.acrobot.belw=1"], "figures.collapse.acrobot.belw is not a setting (did you mean "),
+        (
+            ["env=toxicity_tiny", "+env.lm.kl.targt=1"],
+            "env.lm.kl.targt is not a setting (did you mean env.lm.kl.target?)",
+        ),
+    ],
+)
+def test_a_key_no_code_reads_is_refused_naming_the_nearest_setting(overrides, refusal):
+    assert config_refusal("debug=smoke", *overrides).startswith(refusal)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["env=highway", "+env.make_kwargs.config.duration=4"],  # an env's own keyword arguments: any key
+        ["env=highway", "+env.train_make_kwargs.config.vehicles_count=50"],
+        ["+experiment=main"],  # a config group, not a key
+    ],
+)
+def test_a_key_added_where_the_config_takes_any_key_is_accepted(overrides):
+    validate(compose_config(["debug=smoke", *overrides], return_hydra_config=True))  # Hydra's own keys too
+
+
+@pytest.mark.parametrize(
+    "overrides,refusal",
+    [
+        # issue 55: each wrote outside runs_root, into the repo root, or one level up
+        (["experiment_name=../../escape"], "experiment_name='../../escape' must be one folder name"),
+        (["experiment_name="], "experiment_name='' must be one folder name (not empty, no '/', not '.' or '..')"),
+        (["experiment_name=.."], "experiment_name='..' must be one folder name"),
+        (["env.name=a/b"], "env.name='a/b' must be one folder name"),
+        (["runs_root="], "runs_root='' names no folder: give the one run dirs go under (default: runs)"),
+        (
+            ["task=figures", f"figures.runs_root={REPO_ROOT}", "figures.experiment=../main"],
+            "figures.experiment='../main'",
+        ),
+    ],
+)
+def test_a_name_that_leaves_its_folder_is_refused(overrides, refusal):
+    assert config_refusal(*overrides).startswith(refusal)

@@ -45,13 +45,19 @@ def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_
     started, line = stderr.strip().splitlines()  # the run dir named as it starts (issue 43), then the stop
     rounds = rounds_in(path)
     assert started == f"rlinfluence: training {path} (env.rounds=100)"
-    assert line == f"rlinfluence: interrupted in round {len(rounds)} of 100; rerun the same command to resume"
+    # it names the rounds that are done and the one a rerun trains first, not only the last one done
+    k = len(rounds)
+    assert line == (
+        f"rlinfluence: interrupted in round {k} of 100 (rounds 0-{k - 1} are done); rerun the same command to "
+        f"resume at round {k}"
+    )
     assert not list(path.rglob("*.tmp")) and not (path / "DONE").exists()
     assert json.loads((path / "summary.json").read_text())["rounds_completed"] == rounds[-1]
     resumed = subprocess.run(
         [sys.executable, "-m", "rlinfluence", *overrides], capture_output=True, text=True, timeout=600
     )
-    assert f"resuming {path} from round {rounds[-1]} of 100" in resumed.stderr and rounds_in(path) == list(range(101))
+    assert f"resuming {path} at round {k} of 100 (rounds 0-{k - 1} are done)" in resumed.stderr
+    assert rounds_in(path) == list(range(101))
 
 
 def test_a_resume_and_an_env_optimizer_are_announced(tmp_path, capsys):
@@ -59,11 +65,22 @@ def test_a_resume_and_an_env_optimizer_are_announced(tmp_path, capsys):
     run_task(cfg)
     (run_dir(cfg) / "DONE").unlink()
     run_task(cfg)
-    assert f"rlinfluence: resuming {run_dir(cfg)} from round 2 of 2" in capsys.readouterr().err
+    assert (
+        f"rlinfluence: resuming {run_dir(cfg)}: rounds 0-2 are done, none is left to train" in capsys.readouterr().err
+    )
     announce_env_optimizer(compose_config(["env=bipedalwalker"]))
     assert "env=bipedalwalker trains with optimizer=adam" in capsys.readouterr().err
     announce_env_optimizer(compose_config(["env=bipedalwalker", "optimizer=sgd"]))
     assert capsys.readouterr().err == ""
+
+
+def test_the_progress_bar_starts_on_a_line_of_its_own_after_wandbs_lines(tmp_path, capfd, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # W&B offline, as a run's default logger is
+    run_task(tiny(tmp_path, "logger=wandb", "logger.mode=offline", "progress=true"))
+    err = capfd.readouterr().err
+    assert "round/s" in err  # the bar was drawn
+    wandb = [line for line in err.splitlines() if "wandb:" in line]
+    assert wandb and all(line.startswith("wandb:") for line in wandb), wandb  # none glued to the bar's line
 
 
 def test_each_task_module_registers_the_task_named_after_it():

@@ -19,6 +19,15 @@ CONFIG_DIR = str((PACKAGE_DIR / "conf").resolve())  # the repo's conf/ itself in
 REPO_ROOT = PACKAGE_DIR.parents[1]
 
 
+def check_folder_name(key: str, name: str) -> None:
+    """`name` becomes one folder of the paths written (experiment_name in a run dir's): never a path that
+    leaves the folder it is put in, nor none at all."""
+    require(
+        name not in ("", ".", "..") and "/" not in name and os.sep not in name,
+        f"{key}={name!r} must be one folder name (not empty, no '/', not '.' or '..')",
+    )
+
+
 def check_writable(key: str, path: str | Path) -> None:
     """`path` (a directory, made if missing) can be written: its nearest existing ancestor must be a
     directory in which a directory can be made. Checked before a command writes anything, so it never fails

@@ -64,6 +64,12 @@ def env_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
             f"env.id={env_cfg.id} is an out-of-date version that gymnasium no longer makes; use "
             f"env.id={newest_version(env_cfg.id)}"
         ) from None
+    except ModuleNotFoundError as error:  # module:Id's module, or one the env needs, is not installed
+        missing = error.__cause__ if isinstance(error.__cause__, ModuleNotFoundError) else error  # gymnasium's wraps it
+        raise ConfigError(
+            f"env.id={env_cfg.id} needs the module {missing.name}, which cannot be imported here: no module of that "
+            "name is installed"
+        ) from None
     except gym.error.Error as error:  # not registered: NameNotFound, VersionNotFound, a module that fails to import
         raise ConfigError(
             f"env.id={env_cfg.id} is not a gymnasium env this machine can make "

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlinfluence.choices import ConfigError, require_one_of
+from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.collect import TrainEnvs, collect_rollout
 from rlinfluence.control.evaluation import Evaluator
@@ -43,6 +43,12 @@ class Trainer:
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
         require_one_of("target.name", cfg.target.name, cls.TARGETS)
+        records = cfg.env.n_envs * cfg.env.n_steps
+        require(
+            cfg.ppo.batch_size <= records,
+            f"ppo.batch_size={cfg.ppo.batch_size} must be <= the records of a round, env.n_envs x env.n_steps = "
+            f"{cfg.env.n_envs} x {cfg.env.n_steps} = {records}",
+        )
         check_env(cfg)
         given = [key for key in ("state", "action") if cfg.target[key] is not None]
         if given and cfg.target.name != "action":

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from rlinfluence.choices import ConfigError
+from rlinfluence.config.paths import check_folder_name
 from rlinfluence.figures.arms import STANDARD
 from rlinfluence.figures.committed import REPLACE_KEY
 from rlinfluence.figures.control_runs import run_name
@@ -46,6 +47,7 @@ _TABLE_NOTE = (
 
 def check_experiment(figures: DictConfig) -> None:
     """figures.experiment draws figures.runs_root's runs, and writes nowhere near the paper's data."""
+    check_folder_name("figures.experiment", figures.experiment)  # it names the folder of figures.runs_root it draws
     name = f"figures.experiment={figures.experiment}"
     if figures.runs_root is None:
         raise ConfigError(f"{name} draws the runs under figures.runs_root, which is not set")

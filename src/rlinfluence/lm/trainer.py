@@ -28,7 +28,7 @@ import torch
 import transformers
 from omegaconf import DictConfig
 
-from rlinfluence.choices import ConfigError, require_one_of
+from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.corruption import planted_records
 from rlinfluence.lm import hub
 from rlinfluence.lm.algorithms import ALGORITHMS
@@ -58,6 +58,11 @@ class LMTrainer:
     @classmethod
     def check_config(cls, cfg: DictConfig) -> None:
         require_one_of("target.name", cfg.target.name, cls.TARGETS)
+        require(
+            cfg.ppo.batch_size <= cfg.env.n_steps,
+            f"ppo.batch_size={cfg.ppo.batch_size} must be <= the records of a round, env.n_steps={cfg.env.n_steps} "
+            "responses",
+        )
         # the methods that read no more of a record than its influence (SelectionMethod.any_agent)
         require_one_of("method.name", cfg.method.name, [name for name, m in SELECTION_METHODS.items() if m.any_agent])
         if cfg.method.name != "ppo":  # p=auto chooses counts on held-out returns, which the control envs have

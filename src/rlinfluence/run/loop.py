@@ -107,10 +107,23 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None
             trainer.close()
 
 
+def _rounds_done(k: int) -> str:
+    """What a run stopped in (or resumed at) round k keeps: rounds 0..k-1, each with its row and checkpoint."""
+    return "no round is done" if k == 0 else "round 0 is done" if k == 1 else f"rounds 0-{k - 1} are done"
+
+
 def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
     return RunInterrupted(
-        f"interrupted in round {k} of {cfg.env.rounds}; rerun the same command to resume", stop.exit_code
+        f"interrupted in round {k} of {cfg.env.rounds} ({_rounds_done(k)}); rerun the same command to resume at "
+        f"round {k}",
+        stop.exit_code,
     )
+
+
+def _resuming(run_dir: Path, k: int, cfg: DictConfig) -> str:
+    if k > cfg.env.rounds:  # stopped after its last round's writes, before it was marked finished
+        return f"resuming {run_dir}: {_rounds_done(k)}, none is left to train"
+    return f"resuming {run_dir} at round {k} of {cfg.env.rounds} ({_rounds_done(k)})"
 
 
 def _train_rounds(
@@ -119,31 +132,32 @@ def _train_rounds(
     name = f"{env_folder(cfg)}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
     processes = _processes(run_dir, resume)
-    progress = tqdm(
-        range(start, last_round + 1),
-        desc=name,
-        initial=start,
-        total=cfg.env.rounds + 1,
-        disable=not cfg.progress,
-        unit="round",
-    )
     try:
         if resume.checkpoint:
             trainer.load_state_dict(resume.checkpoint)
-            tqdm.write(f"rlinfluence: resuming {run_dir} from round {start - 1} of {cfg.env.rounds}", file=sys.stderr)
+            print(f"rlinfluence: {_resuming(run_dir, start, cfg)}", file=sys.stderr)
         with signals.deferred():  # it rewrites metrics.csv with the rows it keeps
             logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
-        for k in progress:
-            row = initial_row(trainer) if k == 0 else run_round(trainer, k)
-            with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
-                logger.log(row)
-                state = trainer.state_dict(k)
-                if cfg.checkpoint.snapshots:
-                    save_snapshot(run_dir, state)
-                save_checkpoint(run_dir, state)
-                write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, False, processes))
-                in_round = k + 1  # a signal held back during these writes stops the next round
-            progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
+        # The bar starts after W&B has started: its first line would otherwise follow the bar's, on the bar's line.
+        with tqdm(
+            range(start, last_round + 1),
+            desc=name,
+            initial=start,
+            total=cfg.env.rounds + 1,
+            disable=not cfg.progress,
+            unit="round",
+        ) as progress:
+            for k in progress:
+                row = initial_row(trainer) if k == 0 else run_round(trainer, k)
+                with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
+                    logger.log(row)
+                    state = trainer.state_dict(k)
+                    if cfg.checkpoint.snapshots:
+                        save_snapshot(run_dir, state)
+                    save_checkpoint(run_dir, state)
+                    write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, False, processes))
+                    in_round = k + 1  # a signal held back during these writes stops the next round
+                progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
         done = last_round == cfg.env.rounds
         with signals.deferred():
             summary = _summary(cfg, last_round, logger.last_test_return, done, processes)
@@ -158,6 +172,5 @@ def _train_rounds(
         exit_code = 0  # the signal came during the last writes: the run has finished
         return summary
     finally:
-        progress.close()
         if logger is not None:
             logger.finish(summary, exit_code)
