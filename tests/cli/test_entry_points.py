@@ -91,4 +91,9 @@ def test_a_manifest_command_that_cannot_run_is_one_line_exit_2(tmp_path):
     assert cli_refusal(interval) == (
         "rlinfluence-manifest: cannot enumerate 'optimizer.lr=interval(0.1,0.2)': only choice and range sweeps are"
     )
-    assert not any(tmp_path.iterdir())
+    (tmp_path / "m.txt").write_text("seed=0\n")  # a line written by hand
+    assert cli_refusal(run(manifest, "submit", "m.txt", "--script", "no.sbatch", cwd=tmp_path)) == (
+        "rlinfluence-manifest: --script=no.sbatch is not a file (the default is a checkout's "
+        "sbatch/run_array.sbatch; a pip install has none)"
+    )
+    assert os.listdir(tmp_path) == ["m.txt"]

@@ -244,7 +244,11 @@ def _cmd_make(args: argparse.Namespace) -> int:
 
 def _cmd_submit(args: argparse.Namespace) -> int:
     manifest = _read(args.manifest)
-    require(args.script.is_file(), f"--script={args.script} is not a file (sbatch/run_array.sbatch of a checkout)")
+    require(
+        args.script.is_file(),
+        f"--script={args.script} is not a file (the default is a checkout's sbatch/run_array.sbatch; a pip install "
+        "has none)",
+    )
     require_commands(
         "submit",
         [*(() if args.dry_run else ("sbatch",)), *(() if args.max_array_size else ("scontrol",))],
