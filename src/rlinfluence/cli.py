@@ -25,13 +25,11 @@ from typing import Any
 import hydra
 from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+from hydra.errors import HydraException
 from omegaconf import DictConfig
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from rlinfluence.choices import ConfigError
-from rlinfluence.config.compose import app_search_path
-from rlinfluence.config.keys import not_a_setting
+from rlinfluence.config.compose import app_search_path, one_line
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.launch.manifest import Composer, expand_sweep
 from rlinfluence.run.interrupts import RunInterrupted
@@ -95,26 +93,6 @@ def hydra_app(cfg: DictConfig) -> None:
         raise SystemExit(FAILED) from None
 
 
-def one_line(error: HydraException) -> str:
-    """Hydra's multi-line report of a composition error in one line: its own lines, the first line of
-    its cause, the options of a missing choice; never the config search path."""
-    cause = error.__cause__
-    if isinstance(error, ConfigCompositionException) and isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
-        # `key=value` for a key the config lacks: ours names the nearest setting; Hydra's would advise `+key=value`,
-        # which validation refuses too (config/keys.py). A key of an open mapping (env.make_kwargs) does take `+`.
-        refusal = not_a_setting(str(cause.full_key))
-        if refusal is not None:
-            return refusal
-    lines = [
-        line.strip().rstrip(".") for line in str(error).split("\nConfig search path:")[0].splitlines() if line.strip()
-    ]
-    if isinstance(error, MissingConfigException) and error.options:
-        return f"{lines[0]} (options: {', '.join(error.options)})"
-    if error.__cause__ is not None:
-        lines.insert(1, str(error.__cause__).splitlines()[0])
-    return "; ".join(lines)
-
-
 # ----------------------------------------------------------------------------- sweeps (-m)
 
 TRAINED, RESUMED, SKIPPED = "trained", "resumed", "skipped"
@@ -154,13 +132,19 @@ def sweep_overrides(argv: list[str]) -> list[str] | None:
 def check_sweep(overrides: list[str]) -> list[SweepJob]:
     """Compose and check every job of the sweep before the first one starts (a bad value in job 5 must
     not be found after jobs 1-4 have trained): one line and exit 2 on the first that cannot run, with
-    nothing written. Returns the training jobs' run dirs and plans."""
+    nothing written; first of all, that its launcher runs here (launcher=slurm on a machine without SLURM).
+    Returns the training jobs' run dirs and plans."""
+    from rlinfluence.launch.slurm import check_launcher
     from rlinfluence.run import rundir
     from rlinfluence.run.checkpoint import RunDirError
     from rlinfluence.run.lifecycle import check_run
     from rlinfluence.validation import validate
 
     with Composer() as composer:
+        try:
+            check_launcher(composer.compose(overrides, multirun=True))
+        except ConfigError as error:
+            refuse(f"config error: {error}")
         try:
             jobs = expand_sweep(composer.sweep_params(overrides), overrides)
         except ValueError:

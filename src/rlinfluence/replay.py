@@ -79,7 +79,7 @@ def run_path(run: pd.Series) -> str:
 def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
     """Our committed runs, one row each (their first), with their `path`."""
     runs = tidy[~tidy["protocol"].isin(NOT_OURS)].drop_duplicates(RUN_KEY)
-    return runs.assign(path=runs.apply(run_path, axis=1))
+    return runs.assign(path=[run_path(run) for _, run in runs.iterrows()])  # (apply gives no column when empty)
 
 
 def overlay_jobs(experiment: str) -> list[list[str]]:
@@ -151,6 +151,12 @@ def replay_run(
 
 def matching_runs(cfg: DictConfig, tidy: pd.DataFrame) -> pd.DataFrame:
     runs = committed_runs(tidy)
+    if runs.empty:
+        raise ConfigError(
+            f"figures.data_dir={cfg.figures.data_dir} holds no committed run to replay (no tidy CSV of ours in "
+            f"{in_repo(cfg.figures.data_dir)}); task=replay needs a checkout's paper_figures/data, which a pip "
+            "install lacks: run it in a checkout, or point figures.data_dir there"
+        )
     matched = runs[[fnmatch.fnmatchcase(path, cfg.replay.run) for path in runs["path"]]]
     if matched.empty:
         nearest = ", ".join(difflib.get_close_matches(cfg.replay.run, runs["path"].tolist(), n=3, cutoff=0))

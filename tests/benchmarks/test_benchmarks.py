@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import runpy
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -27,6 +28,8 @@ PRINTS = {
 }
 # Scripts that need what the repo cannot hold: the authors' release and its venv (README of the folder).
 NEEDS_THE_AUTHORS_RELEASE = {"authors_pipeline/driver.py", "authors_pipeline/convert.py"}
+# Scripts that compare with stable-baselines3 (the `bench` extra): skipped where `.[dev]` alone is installed.
+NEEDS_SB3 = {script for script in PRINTS if "stable_baselines3" in (BENCHMARKS / script).read_text()}
 
 
 def smoke_commands() -> dict[str, list[str]]:
@@ -48,6 +51,8 @@ def test_every_benchmark_script_has_a_smoke_run_or_says_why_not():
 @pytest.mark.parametrize("script", sorted(PRINTS))
 def test_a_benchmarks_smoke_run_finishes_and_prints_what_it_compares(script, tmp_path, monkeypatch, capfd):
     """In this process (the imports are paid once); the scripts set torch's threads to one, restored after."""
+    if script in NEEDS_SB3:
+        pytest.importorskip("stable_baselines3", reason=f"{script} compares with stable-baselines3 (the bench extra)")
     args = [arg.replace("/tmp/", f"{tmp_path}/") for arg in smoke_commands()[script]]  # its --out, if any
     monkeypatch.setattr(sys, "argv", [script, *args])
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/<script>`: its siblings import
@@ -72,3 +77,17 @@ def test_round_speed_times_an_image_env_without_an_sb3_peer_and_says_why(monkeyp
     printed = capfd.readouterr().out
     assert "SB3 PPO    not timed: the preset's image network has no SB3 MlpPolicy peer" in printed
     assert "ratio to our PPO" in printed and "speed-up vs SB3 PPO" not in printed
+
+
+def test_without_stable_baselines3_the_smoke_runs_that_need_it_skip_saying_why():
+    """As with `pip install -e ".[dev]"` alone: SB3 cannot be imported in the pytest run below."""
+    ids = [f"{__file__}::test_a_benchmarks_smoke_run_finishes_and_prints_what_it_compares[{s}]" for s in NEEDS_SB3]
+    code = "import sys, pytest; sys.modules['stable_baselines3'] = None; sys.exit(pytest.main(sys.argv[1:]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "-n", "0", "-p", "no:cacheprovider", "-rs", *ids],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0 and f"{len(ids)} skipped" in result.stdout, result.stdout[-3000:]
+    assert result.stdout.count("compares with stable-baselines3 (the bench extra)") == len(ids)

@@ -175,7 +175,7 @@ def test_make_cli_writes_a_manifest_and_refuses_to_replace_a_different_one(tmp_p
     assert "# command: rlinfluence-manifest make env=frozenlake seed=0,1 -o" in text
     assert len(Manifest.read(out).runs) == 2
     assert slurm.main(["make", "env=frozenlake", "seed=0,1", "-o", str(out)]) == 0  # same runs: fine
-    assert slurm.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out)]) == 1
+    assert slurm.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out)]) == 2  # refused as given
     assert len(Manifest.read(out).runs) == 2
     assert slurm.main(["make", "env=frozenlake", "seed=0,1,2", "-o", str(out), "--force"]) == 0
     assert len(Manifest.read(out).runs) == 3

@@ -67,9 +67,22 @@ def _run_dir(workdir: Path, overrides: list[str], experiment: str, seed: int) ->
     return workdir / run_dir_of(compose_config([*overrides, f"experiment_name={experiment}", f"seed={seed}"]))
 
 
+def _command(script: str, module: str) -> list[str]:
+    """A console script as a shell runs it (a fresh interpreter), or its `python -m` where it is not installed."""
+    path = Path(sys.executable).with_name(script)
+    return [str(path)] if path.exists() else [sys.executable, "-m", module]
+
+
 def _rlinfluence() -> list[str]:
-    script = Path(sys.executable).with_name("rlinfluence")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "rlinfluence"]
+    return _command("rlinfluence", "rlinfluence")
+
+
+def _manifest_tool(*args: str) -> subprocess.CompletedProcess:
+    """`rlinfluence-manifest <args>` from the shell (in-process calls once hid that it failed there)."""
+    command = [*_command("rlinfluence-manifest", "rlinfluence.launch"), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    return result
 
 
 @pytest.fixture
@@ -164,13 +177,12 @@ def _release(task: str) -> None:
 # ----------------------------------------------------------------------------- manifest + sbatch
 
 
-def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir, capsys):
+def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir):
+    """The README's commands, from the shell: make, submit, status, and submit again."""
     manifest = workdir / "manifests" / "tiny.txt"
-    assert slurm.main(["make", *TINY, "seed=0,1,2", "experiment_name=slurm_sbatch", "-o", str(manifest)]) == 0
-    capsys.readouterr()
+    _manifest_tool("make", *TINY, "seed=0,1,2", "experiment_name=slurm_sbatch", "-o", str(manifest))
 
-    assert slurm.main(["submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS]) == 0
-    jobs = _submitted_jobs(capsys.readouterr().out)
+    jobs = _submitted_jobs(_manifest_tool("submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS).stdout)
     assert len(jobs) == 1
     _wait_until_finished(jobs)
     assert _final_states(jobs[0], 3) == {f"{jobs[0]}_{i}": "COMPLETED" for i in range(3)}
@@ -179,9 +191,9 @@ def test_manifest_array_runs_and_resubmission_skips_finished_runs(workdir, capsy
     logs = sorted((workdir / "manifests" / "logs" / "tiny").glob("*.out"))
     assert len(logs) == 3 and all("run finished with exit status 0" in p.read_text() for p in logs)
 
+    assert "3 runs: 3 done, 0 queued or running, 0 to do" in _manifest_tool("status", str(manifest)).stdout
     # The same manifest again: everything is done, nothing is submitted.
-    assert slurm.main(["submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS]) == 0
-    out = capsys.readouterr().out
+    out = _manifest_tool("submit", str(manifest), "--parallel", "3", "--", *SMALL_JOBS).stdout
     assert "3 runs: 3 done, 0 queued or running, 0 to do" in out
     assert _submitted_jobs(out) == []
 

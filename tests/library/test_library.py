@@ -1,5 +1,6 @@
 """The library layer as a user outside this repo gets it: light imports, docs/api.md's examples running, and a
-wheel that installs into a fresh venv beside CleanRL's pins, then with SB3 and rl_zoo3, and runs IIF in each."""
+wheel that installs into a fresh venv beside CleanRL's pins, then with SB3 and rl_zoo3, and runs IIF in each; and the
+CLI's commands that need no checkout, from that wheel installed non-editable."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import rlinfluence
+from conftest import cli_refusal
 
 ROOT = Path(__file__).resolve().parents[2]  # tests/library/ is two levels below the repo root
 CONFIG_LIBRARIES = ("hydra", "omegaconf", "gymnasium")
@@ -123,13 +125,20 @@ def pip_install(python: Path, *requirements: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def library_venv(tmp_path_factory) -> tuple[Path, Path]:
+def wheel(tmp_path_factory) -> Path:
+    """The checkout built as a wheel."""
+    root = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", str(ROOT), "--no-deps", "-w", str(root)], check=True, capture_output=True)
+    (built,) = root.glob(f"rlinfluence-{rlinfluence.__version__}-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def library_venv(wheel, tmp_path_factory) -> tuple[Path, Path]:
     """A fresh venv holding the wheel built from the checkout, alone beside CleanRL's pins: (its python, the
     wheel). pip's cache makes most packages a copy, not a download, after the first run."""
     root = tmp_path_factory.mktemp("library")
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", str(ROOT), "--no-deps", "-w", str(root)], check=True, capture_output=True)
-    (wheel,) = root.glob(f"rlinfluence-{rlinfluence.__version__}-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
     python = root / "venv" / "bin" / "python"
     pip_install(python, str(wheel), *CLEANRL_PINS)
@@ -183,3 +192,45 @@ def test_rl_zoo_trains_iif_from_the_callback_key_of_its_yaml(library_venv, tmp_p
     trained = run_succeeding([str(python), *zoo, "--seed", "0"], tmp_path)
     dropped = [int(n) for n in re.findall(r"\|\s+n_dropped\s+\|\s+(\d+)", trained)]  # SB3's logger, influence/
     assert len(dropped) == 2 and all(dropped), trained[-3000:]  # the zoo's 8 envs x 32 steps: 2 rounds
+
+
+@pytest.fixture(scope="module")
+def reproduction_python(wheel, tmp_path_factory) -> Path:
+    """The python of a venv holding the same wheel, non-editable and without its dependencies, which it reads from
+    this (the dev) venv's site-packages, appended to its path by a .pth file: what the wheel ships (its config,
+    no paper_figures/) is what is tested, in seconds, not pip's resolution (the library venv checks that). The
+    dev venv's own .pth files are not read from there, so its editable install of the checkout stays out."""
+    root = tmp_path_factory.mktemp("reproduction")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    (site,) = root.glob("lib/python*/site-packages")
+    dev_site = next(Path(path) for path in sys.path if path.endswith("site-packages") and Path(path, "torch").is_dir())
+    (site / "dev-venv.pth").write_text(f"{dev_site}\n")
+    install = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "--python", str(python)]
+    run_succeeding([*install, "install", "--no-deps", str(wheel)], root)
+    return python
+
+
+def test_the_wheel_draws_ones_own_experiment_and_refuses_a_replay_in_one_line(reproduction_python, tmp_path):
+    """Figures for one's own experiment from a pip install, which holds no paper_figures/ (issue 55): drawn, as
+    nothing under it is read; task=replay needs the committed results, which only a checkout has."""
+    where = run_example(reproduction_python, "import rlinfluence; print(rlinfluence.__file__)", tmp_path)
+    assert where.startswith(str(reproduction_python.parents[1])), where
+
+    def cli(*overrides: str) -> subprocess.CompletedProcess:
+        command = [str(reproduction_python.with_name("rlinfluence")), *overrides, "logger=disabled", "progress=false"]
+        return run_outside_the_checkout(command, tmp_path)
+
+    trained = cli("debug=smoke", "experiment_name=mine")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    drawn = cli("task=figures", "figures.runs_root=runs", "figures.experiment=mine")
+    assert drawn.returncode == 0, drawn.stderr[-3000:]
+    drew = "rlinfluence: mine: curves and table of frozenlake (1 arm(s), 1 seed(s)), written to runs/mine/figures"
+    assert drew in drawn.stdout
+    assert (tmp_path / "runs" / "mine" / "figures" / "frozenlake_curves.png").is_file()
+    line = cli_refusal(cli("task=replay", "replay.run=main/frozenlake/sgd/iif-p50/seed0"))
+    assert line.startswith("rlinfluence: config error: figures.data_dir=paper_figures/data holds no committed run")
+    assert line.endswith(
+        "task=replay needs a checkout's paper_figures/data, which a pip install lacks: run it in a checkout, "
+        "or point figures.data_dir there"
+    )

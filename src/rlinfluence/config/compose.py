@@ -12,11 +12,24 @@ from collections.abc import Iterator
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+# Imported for its registration of `config_schema` in Hydra's ConfigStore, which conf/config.yaml's defaults start
+# from: whatever composes through this module (the CLI, rlinfluence-manifest, a script) has it registered.
+from rlinfluence.config import schema  # noqa: F401
+from rlinfluence.config.keys import not_a_setting
 from rlinfluence.config.paths import CONFIG_DIR
 
 ANY_ENV = "gym"  # env=gym (conf/env/gym.yaml): any registered env.id, which its runs are filed under
+
+
+@contextlib.contextmanager
+def initialized(config_dir: str = CONFIG_DIR) -> Iterator[None]:
+    """Hydra initialized on `config_dir` (a conf/ like the repo's) inside the block, the schema registered."""
+    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+        yield
 
 
 @contextlib.contextmanager
@@ -26,7 +39,7 @@ def composing() -> Iterator[GlobalHydra]:
     if hydra.is_initialized():
         yield hydra
         return
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with initialized():
         yield hydra
 
 
@@ -59,6 +72,26 @@ def search_path() -> str:
     hydra = GlobalHydra.instance().hydra  # None: not initialized
     base = str(hydra.config_loader.get_search_path()) if hydra is not None else CONFIG_DIR
     return f"{base} + {_APP_SEARCH_PATH}"
+
+
+def one_line(error: HydraException) -> str:
+    """Hydra's multi-line report of a composition error in one line: its own lines, the first line of
+    its cause, the options of a missing choice; never the config search path."""
+    cause = error.__cause__
+    if isinstance(error, ConfigCompositionException) and isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
+        # `key=value` for a key the config lacks: ours names the nearest setting; Hydra's would advise `+key=value`,
+        # which validation refuses too (config/keys.py). A key of an open mapping (env.make_kwargs) does take `+`.
+        refusal = not_a_setting(str(cause.full_key))
+        if refusal is not None:
+            return refusal
+    lines = [
+        line.strip().rstrip(".") for line in str(error).split("\nConfig search path:")[0].splitlines() if line.strip()
+    ]
+    if isinstance(error, MissingConfigException) and error.options:
+        return f"{lines[0]} (options: {', '.join(error.options)})"
+    if error.__cause__ is not None:
+        lines.insert(1, str(error.__cause__).splitlines()[0])
+    return "; ".join(lines)
 
 
 @functools.cache

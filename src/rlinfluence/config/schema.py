@@ -378,8 +378,8 @@ class Config:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 
 
-# Registered on import: conf/config.yaml's defaults start from it, so whatever composes the config
-# (the CLI, the manifest tool, tests) has imported this module, directly or through the code it runs.
+# Registered on import: conf/config.yaml's defaults start from it, so whatever composes the config imports this
+# module (config/compose.py does, for the CLI, rlinfluence-manifest and anything composing through it).
 ConfigStore.instance().store(name="config_schema", node=Config)
 
 

@@ -29,11 +29,10 @@ from rlinfluence.run.tasks import register
 
 def check_figures(cfg: DictConfig) -> None:
     """The figures' inputs exist (a missing one would only list every output as missing). Data and output
-    dirs are the repo's when relative (regenerate.in_repo), the runs root the working directory's."""
-    for key, given, start in (
-        ("figures.data_dir", cfg.figures.data_dir, REPO_ROOT),
-        ("figures.runs_root", cfg.figures.runs_root, Path.cwd()),
-    ):
+    dirs are the repo's when relative (regenerate.in_repo), the runs root the working directory's. One's own
+    experiment reads no data dir: it draws from a pip install, which has no paper_figures/."""
+    data_dir = [("figures.data_dir", cfg.figures.data_dir, REPO_ROOT)] if cfg.figures.experiment is None else []
+    for key, given, start in [*data_dir, ("figures.runs_root", cfg.figures.runs_root, Path.cwd())]:
         if given is not None and not (start / given).is_dir():  # an absolute `given` ignores `start`
             raise ConfigError(f"{key}={given} is not a directory (relative paths start at {start})")
     if cfg.figures.experiment is not None:

@@ -178,9 +178,9 @@ class Composer:
         self._initialized = ExitStack()  # Hydra initialized with config_dir while the composer is in use
 
     def __enter__(self) -> Composer:
-        from hydra import initialize_config_dir
+        from rlinfluence.config.compose import initialized
 
-        self._initialized.enter_context(initialize_config_dir(config_dir=str(self.config_dir), version_base="1.3"))
+        self._initialized.enter_context(initialized(str(self.config_dir)))
         return self
 
     def __exit__(self, *exc) -> None:

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from hydra.errors import HydraException
+
+from rlinfluence.choices import ConfigError, require
+from rlinfluence.config.compose import one_line
 from rlinfluence.launch import manifest as manifest_files
 from rlinfluence.launch.manifest import (
     CONFIG_NAME,
@@ -32,8 +36,26 @@ from rlinfluence.run.provenance import describe_code_version
 from rlinfluence.run.rundir import is_done
 
 SLURM_DEFAULT_MAX_ARRAY_SIZE = 1001
+REFUSED = 2  # the exit code of a command refused as given, as the CLI's
+# hydra.launcher._target_ of launcher=slurm (conf/launcher/slurm.yaml)
+SUBMITIT_SLURM = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
 
 # ----------------------------------------------------------------------------- SLURM
+
+
+def require_commands(what: str, commands: Sequence[str], otherwise: str) -> None:
+    """`what` runs SLURM's `commands`: refused in one line naming those not on PATH, before it starts."""
+    missing = [command for command in commands if shutil.which(command) is None]
+    require(not missing, f"{what} needs SLURM's {' and '.join(missing)} on PATH, not found here; {otherwise}")
+
+
+def check_launcher(cfg: Any) -> None:
+    """A sweep's launcher can run here: launcher=slurm submits the array with sbatch and starts each job with
+    srun (submitit), so a machine without them is told so before the first job, not by a traceback after."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(cfg, "hydra.launcher._target_") == SUBMITIT_SLURM:
+        require_commands("launcher=slurm", ("sbatch", "srun"), "without SLURM, use launcher=local or launcher=joblib")
 
 
 def max_array_size() -> int:
@@ -193,21 +215,45 @@ def _summary(path: Path, manifest: Manifest, state: Progress) -> str:
     )
 
 
+def _read(path: Path) -> Manifest:
+    try:
+        return Manifest.read(path)
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: no manifest to read ({error.strerror}); `rlinfluence-manifest make <overrides> -o {path}` "
+            "writes one"
+        ) from None
+
+
 def _cmd_make(args: argparse.Namespace) -> int:
     command = shlex.join(["rlinfluence-manifest", "make", *args.overrides, "-o", str(args.output)])
-    manifest = make_manifest(args.overrides, args.config_dir, command=command)
+    try:
+        manifest = make_manifest(args.overrides, args.config_dir, command=command)
+    except ValueError as error:  # a sweep no manifest can list (expand_sweep): an interval, Hydra's own keys
+        raise ConfigError(str(error)) from None
     if args.output.exists() and not args.force:
-        old = Manifest.read(args.output)
-        if [r.overrides for r in old.runs] != [r.overrides for r in manifest.runs]:
-            print(f"error: {args.output} exists and lists other runs; --force replaces it", file=sys.stderr)
-            return 1
+        old = _read(args.output)
+        require(
+            [r.overrides for r in old.runs] == [r.overrides for r in manifest.runs],
+            f"{args.output} exists and lists other runs; --force replaces it",
+        )
     manifest.write(args.output)
     print(f"{args.output}: {len(manifest.runs)} runs (commit {manifest.header['commit']})")
     return 0
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    manifest = Manifest.read(args.manifest)
+    manifest = _read(args.manifest)
+    require(
+        args.script.is_file(),
+        f"--script={args.script} is not a file (the default is a checkout's sbatch/run_array.sbatch; a pip install "
+        "has none)",
+    )
+    require_commands(
+        "submit",
+        [*(() if args.dry_run else ("sbatch",)), *(() if args.max_array_size else ("scontrol",))],
+        "--dry-run --max-array-size N prints the sbatch commands without them",
+    )
     workdir = _workdir(args, manifest)
     state = progress(args.manifest, manifest, workdir, args.config_dir)
     print(_summary(args.manifest, manifest, state))
@@ -238,7 +284,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    manifest = Manifest.read(args.manifest)
+    manifest = _read(args.manifest)
     state = progress(args.manifest, manifest, _workdir(args, manifest), args.config_dir)
     print(_summary(args.manifest, manifest, state) + f" (commit {manifest.header.get('commit', '?')})")
     if args.list:
@@ -289,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """A command that cannot run as given (a missing manifest, a bad override, no SLURM to submit to) is one
+    line and exit code 2, as the CLI's."""
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:  # `submit m.txt -p 8 -- --time=60 --partition=gpu`: the rest is for sbatch
@@ -297,4 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and args.command != "submit":
         build_parser().error("options after -- are for `submit` (sbatch options)")
     args.sbatch_options = extra
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ConfigError as error:
+        message = str(error)
+    except HydraException as error:
+        message = f"config error: {one_line(error)}"
+    print(f"rlinfluence-manifest: {message}", file=sys.stderr)
+    return REFUSED

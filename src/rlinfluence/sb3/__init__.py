@@ -9,6 +9,16 @@ At each rollout's end (after SB3's GAE) the callback scores every record at the 
 it (rlinfluence.attribution) and tells the buffer which records the update's minibatches skip.
 """
 
+try:  # first: the modules below subclass its classes, and a user is told what to install, not where it failed
+    import stable_baselines3  # noqa: F401
+except ModuleNotFoundError as missing:
+    if missing.name != "stable_baselines3":
+        raise
+    raise ModuleNotFoundError(
+        "rlinfluence.sb3 needs stable-baselines3, which is not installed here: pip install 'rlinfluence[sb3]'",
+        name=missing.name,
+    ) from None
+
 from rlinfluence.sb3.buffer import IIFDictRolloutBuffer, IIFRolloutBuffer
 from rlinfluence.sb3.callback import InfluenceFilter, sb3_records
 from rlinfluence.sb3.policy import sb3_policy
