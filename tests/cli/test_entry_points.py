@@ -86,7 +86,9 @@ def test_a_manifest_command_that_cannot_run_is_one_line_exit_2(tmp_path):
         "`rlinfluence-manifest make <overrides> -o missing.txt` writes one"
     )
     typo = run(manifest, "make", "ppo.batchsize=32", "-o", "m.txt", cwd=tmp_path)
-    assert cli_refusal(typo).startswith("rlinfluence-manifest: config error: Could not override 'ppo.batchsize'")
+    assert cli_refusal(typo) == (
+        "rlinfluence-manifest: config error: ppo.batchsize is not a setting (did you mean ppo.batch_size?)"
+    )
     interval = run(manifest, "make", "optimizer.lr=interval(0.1,0.2)", "-o", "m.txt", cwd=tmp_path)
     assert cli_refusal(interval) == (
         "rlinfluence-manifest: cannot enumerate 'optimizer.lr=interval(0.1,0.2)': only choice and range sweeps are"
