@@ -14,7 +14,8 @@ and consensus dropping whole episodes) join the same interleaved rounds, each wi
 the leaderboard's seconds come from runs of different sittings, these from one invocation.
 With --kernels, only our PPO and IIF, each under the pinned kernels (the CLI's default, src/rlinfluence/kernels.py)
 and under the native ones, in a process each (torch chooses its kernels once, when it loads), rounds interleaved:
-what the pinning costs, as the ratio pinned/native. The benchmark itself runs pinned, as the CLI does.
+what the pinning costs, as the ratio pinned/native of wall-clock and of CPU seconds (the latter steadier on a shared
+machine). The benchmark itself runs pinned, as the CLI does.
 Needs the `bench` extra (stable-baselines3).
 """
 
@@ -103,7 +104,9 @@ def serve(env: str, method: str, n_steps: int) -> None:
     runner = OurRound(env, [f"method={method}"], n_steps)
     print(kernels_in_force(), flush=True)
     for _ in sys.stdin:
-        print(json.dumps(runner()), flush=True)
+        start = time.process_time()  # CPU seconds: what the kernels cost, whatever else the machine runs
+        times = runner()
+        print(json.dumps(times | {"cpu": time.process_time() - start}), flush=True)
 
 
 def kernels_cost(envs: list[str], rounds: int, n_steps: int) -> None:
@@ -117,10 +120,11 @@ def kernels_cost(envs: list[str], rounds: int, n_steps: int) -> None:
         times = interleaved(runners, rounds)
         print(f"\n[{env}] {n_steps} records/round, median of {rounds} interleaved rounds, pinned against native")
         for method in ("ppo", "iif"):
-            pinned, native = median(times[f"{method} {PINNED}"]), median(times[f"{method} {NATIVE}"])
+            pinned, native = times[f"{method} {PINNED}"], times[f"{method} {NATIVE}"]
             print(
-                f"  our {method.upper():<4} pinned {pinned:6.3f} s/round, native {native:6.3f}: "
-                f"ratio {pinned / native:4.2f}"
+                f"  our {method.upper():<4} pinned {median(pinned):6.3f} s/round, native {median(native):6.3f}: "
+                f"ratio {median(pinned) / median(native):4.2f}; CPU seconds {median(pinned, 'cpu'):6.3f} against "
+                f"{median(native, 'cpu'):6.3f}: ratio {median(pinned, 'cpu') / median(native, 'cpu'):4.2f}"
             )
         for name, runner in runners.items():
             print(f"  {name:<12} {runner.kernels}")

@@ -4,10 +4,14 @@ RLINFLUENCE_KERNELS=native, and every run records the kernels, CPU, threads and 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from conftest import cli_refusal, cli_run
+from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.runs import tidy_csv_bytes, tidy_from_runs
 from rlinfluence.kernels import PIN, UNKNOWN_CLASS, cpu_model, hardware_class
 
@@ -52,3 +56,22 @@ def test_the_pinned_kernels_are_one_class_on_every_cpu_and_native_ones_a_class_p
     )
     assert hardware_class("AMD EPYC", pinned, "cuda (NVIDIA H100 80GB HBM3)") == "cuda (NVIDIA H100 80GB HBM3)"
     assert hardware_class(None, None, None) == UNKNOWN_CLASS
+
+
+def test_round_speed_times_pinned_and_native_kernels_each_in_its_own_process():
+    """benchmarks/round_speed.py --kernels (its smoke size): the ratio, and each child's kernels as it ran them."""
+    unpinned = {name: value for name, value in os.environ.items() if name not in PIN}
+    ran = subprocess.run(
+        [sys.executable, "benchmarks/round_speed.py", "--kernels", "--rounds", "1", "--envs", "frozenlake"]
+        + ["--n-steps", "64"],
+        cwd=REPO_ROOT,
+        env=unpinned,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert any(line.startswith("  our IIF  pinned") and "ratio" in line for line in lines), ran.stdout
+    assert f"  iif pinned   pinned: {PINNED_LIBRARIES}" in lines, ran.stdout
+    assert any(line.startswith("  iif native   native: ATen AVX") for line in lines), ran.stdout
