@@ -1095,9 +1095,9 @@ def test_curve_bands_stay_within_the_seeds_range_and_redraw_byte_identical(tmp_p
     )
     figure = curves_figure(rows, ("frozenlake",), ["Standard PPO", "IIF"], "bands")
     [ax] = figure.axes
-    bands = np.concatenate([path.vertices[:, 1] for band in ax.collections for path in band.get_paths()])
+    bands = np.concatenate([np.asarray(path.vertices)[:, 1] for band in ax.collections for path in band.get_paths()])
     assert len(ax.collections) == 2 and bands.min() >= 0.0 and bands.max() <= 1.0
-    assert sum(len(line.get_xdata()) == len(rounds) for line in ax.lines) == 2 * 5 + 2  # each seed, each mean
+    assert sum(np.size(line.get_xdata()) == len(rounds) for line in ax.lines) == 2 * 5 + 2  # each seed, each mean
     first = save_figure(figure, tmp_path / "first")
     again = save_figure(curves_figure(rows, ("frozenlake",), ["Standard PPO", "IIF"], "bands"), tmp_path / "again")
     assert all(filecmp.cmp(a, b, shallow=False) for a, b in zip(first, again, strict=True))

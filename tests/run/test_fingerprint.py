@@ -33,7 +33,9 @@ def fingerprint(env: str, runs_root: Path) -> dict:
     cfg = compose_config([*SHORT, f"env={env}", f"runs_root={runs_root}"])
     run_task(cfg)
     rows = metrics_rows(run_dir(cfg), timings=False)
-    weights = load_checkpoint(run_dir(cfg))["model"]
+    checkpoint = load_checkpoint(run_dir(cfg))
+    assert checkpoint is not None
+    weights = checkpoint["model"]
     digest = hashlib.sha256(b"".join(tensor.numpy().tobytes() for tensor in weights.values())).hexdigest()
     return {
         "n_kept": [int(row["n_kept"]) for row in rows],
