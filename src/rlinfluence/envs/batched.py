@@ -40,7 +40,6 @@ class BatchedSimulator:
         self.action_space = cast(gym.spaces.Discrete, env.action_space)
         self.max_episode_steps = env.spec.max_episode_steps
         self.elapsed = np.zeros(n, np.int64)
-        self.rngs: list[np.random.Generator | None] = [None] * n  # each slot's env.np_random, once reset
         self.started = np.zeros(n, bool)
 
     def reset(self, slots: np.ndarray, seeds: np.ndarray) -> np.ndarray:
@@ -55,11 +54,9 @@ class BatchedSimulator:
             raise ValueError(
                 f"reset takes 1-D integer slots and seeds of one length, not {slots.shape} and {seeds.shape}"
             )
-        for slot, seed in zip(slots.tolist(), seeds.tolist()):
-            self.rngs[slot] = seeding.np_random(seed)[0]
         self.elapsed[slots] = 0
         self.started[slots] = True
-        return self._start(slots)
+        return self._start(slots, seeds)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every slot's `env.step(actions[i])`."""
@@ -74,11 +71,16 @@ class BatchedSimulator:
         self.elapsed += 1
         return observations, rewards, terminated, self.elapsed >= self.max_episode_steps
 
-    def _start(self, slots: np.ndarray) -> np.ndarray:
+    def _start(self, slots: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
+
+
+def generators(seeds: np.ndarray) -> list[np.random.Generator]:
+    """The `env.np_random` that `env.reset(seed=s)` makes, for each seed."""
+    return [seeding.np_random(seed)[0] for seed in seeds.tolist()]
 
 
 class BatchedFrozenLake(BatchedSimulator):
@@ -86,7 +88,8 @@ class BatchedFrozenLake(BatchedSimulator):
 
     The library draws one uniform per step (and one per reset) from the env's generator, slippery or not, and
     picks a transition by `argmax(cumsum(probabilities) > u)`. Generator.random(k) gives the same k numbers as k
-    calls, so each slot draws UNIFORMS_AHEAD at a time and the step reads them from its row."""
+    calls, so each slot draws UNIFORMS_AHEAD at a time and the step reads them from its row. Where every
+    transition and the start are certain (a lake that is not slippery), no draw decides anything: no generator."""
 
     LIBRARY_ENV = FrozenLakeEnv
     WRAPPERS = ("one_hot",)
@@ -110,11 +113,14 @@ class BatchedFrozenLake(BatchedSimulator):
                 self.next_state[s, a, listed], self.reward[s, a, listed] = next_states, rewards
                 self.terminates[s, a, listed] = terminates
         self.start_cumulative = np.cumsum(lake.initial_state_distrib)
+        self.drawing = width > 1 or np.count_nonzero(lake.initial_state_distrib) > 1
+        self.rngs: list[np.random.Generator | None] = [None] * n  # each slot's env.np_random, where drawing
         self.one_hot = np.eye(states, dtype=np.float32)
         self.state = np.zeros(n, np.int64)  # what env.unwrapped.s holds (env.state_key toy_text_state)
         self.uniforms = np.zeros((n, self.UNIFORMS_AHEAD))
         self.drawn = np.zeros(n, np.int64)  # uniforms used of each slot's row
         self.slots = np.arange(n)
+        self.first = np.zeros(n, np.int64)  # the only transition of every slot, where none is drawn
 
     def _refill(self, slots: np.ndarray) -> None:
         for slot in slots.tolist():
@@ -128,14 +134,22 @@ class BatchedFrozenLake(BatchedSimulator):
         self.drawn[slots] += 1
         return uniforms
 
-    def _start(self, slots: np.ndarray) -> np.ndarray:
-        self._refill(slots)
-        self.state[slots] = np.argmax(self.start_cumulative > self._draw(slots)[:, None], axis=1)
+    def _start(self, slots: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        if self.drawing:
+            for slot, rng in zip(slots.tolist(), generators(seeds)):
+                self.rngs[slot] = rng
+            self._refill(slots)
+            self.state[slots] = np.argmax(self.start_cumulative > self._draw(slots)[:, None], axis=1)
+        else:
+            self.state[slots] = np.argmax(self.start_cumulative > 0)
         return self.one_hot[self.state[slots]]
 
     def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        u = self._draw(self.slots)
-        k = np.argmax(self.cumulative[self.state, actions] > u[:, None], axis=1)
+        if self.drawing:
+            u = self._draw(self.slots)
+            k = np.argmax(self.cumulative[self.state, actions] > u[:, None], axis=1)
+        else:
+            k = self.first
         outcome = (self.state, actions, k)
         self.state = self.next_state[outcome]
         return self.one_hot[self.state], self.reward[outcome], self.terminates[outcome]
@@ -184,10 +198,10 @@ class BatchedAcrobot(BatchedSimulator):
         self.denominator_base = m2 * lc2**2 + inertia2
         self.state = np.zeros((4, n))  # theta1, theta2, dtheta1, dtheta2: rows, so each is contiguous
 
-    def _start(self, slots: np.ndarray) -> np.ndarray:
+    def _start(self, slots: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         low, high = -self.START_BOUND, self.START_BOUND
-        rngs = [cast(np.random.Generator, self.rngs[slot]) for slot in slots.tolist()]
-        start = np.array([rng.uniform(low=low, high=high, size=(4,)) for rng in rngs]).astype(np.float32).T.copy()
+        draws = [rng.uniform(low=low, high=high, size=(4,)) for rng in generators(seeds)]
+        start = np.array(draws).astype(np.float32).T.copy()
         self.state[:, slots] = start
         return self._observe(start)  # float32 sin/cos: the library's reset observes its float32 state
 
