@@ -179,7 +179,7 @@ class BatchedAcrobot(BatchedSimulator):
         self.nips = acrobot.book_or_nips == "nips"
         self.dt = acrobot.dt
         self.torques = np.asarray(acrobot.AVAIL_TORQUE, np.float64)
-        self.max_velocity = (acrobot.MAX_VEL_1, acrobot.MAX_VEL_2)
+        self.max_velocity = np.array([[acrobot.MAX_VEL_1], [acrobot.MAX_VEL_2]])  # a column: rows dtheta1, dtheta2
         m1, m2, l1 = acrobot.LINK_MASS_1, acrobot.LINK_MASS_2, acrobot.LINK_LENGTH_1
         lc1, lc2, inertia1, inertia2, g = (
             acrobot.LINK_COM_POS_1,
@@ -211,7 +211,7 @@ class BatchedAcrobot(BatchedSimulator):
         features = (np.cos(theta1), np.sin(theta1), np.cos(theta2), np.sin(theta2), dtheta1, dtheta2)
         return np.stack(features, axis=1).astype(np.float32)
 
-    def _derivatives(self, y: tuple[np.ndarray, ...], torque: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _derivatives(self, y: np.ndarray, torque: np.ndarray) -> np.ndarray:
         theta1, theta2, dtheta1, dtheta2 = y
         cos2, sin2 = np.cos(theta2), np.sin(theta2)
         d1 = self.d1_base + self.m2 * (self.d1_sum + self.d1_cos * cos2) + self.inertia1 + self.inertia2
@@ -228,23 +228,22 @@ class BatchedAcrobot(BatchedSimulator):
             numerator = numerator - self.book_square * power2(dtheta1) * sin2
         ddtheta2 = (numerator - phi2) / (self.denominator_base - power2(d2) / d1)
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
-        return dtheta1, dtheta2, ddtheta1, ddtheta2
+        return np.stack((dtheta1, dtheta2, ddtheta1, ddtheta2))
 
     def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        torque = self.torques[actions]
-        y0 = tuple(self.state)
+        torque, y0 = self.torques[actions], self.state
         half, dt = self.dt / 2.0, self.dt
         k1 = self._derivatives(y0, torque)
-        k2 = self._derivatives(tuple(y + half * k for y, k in zip(y0, k1)), torque)
-        k3 = self._derivatives(tuple(y + half * k for y, k in zip(y0, k2)), torque)
-        k4 = self._derivatives(tuple(y + dt * k for y, k in zip(y0, k3)), torque)
-        state = np.array([y + dt / 6.0 * (a + 2 * b + 2 * c + d) for y, a, b, c, d in zip(y0, k1, k2, k3, k4)])
-        for angle in state[:2]:  # wrap into [-pi, pi] by whole turns, one at a time as the library does
-            while (angle > math.pi).any() or (angle < -math.pi).any():
-                angle[angle > math.pi] -= 2 * math.pi
-                angle[angle < -math.pi] += 2 * math.pi
-        for velocity, bound in zip(state[2:], self.max_velocity):
-            np.minimum(np.maximum(velocity, -bound), bound, out=velocity)
+        k2 = self._derivatives(y0 + half * k1, torque)
+        k3 = self._derivatives(y0 + half * k2, torque)
+        k4 = self._derivatives(y0 + dt * k3, torque)
+        state = y0 + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+        angles = state[:2]
+        while (np.abs(angles) > math.pi).any():  # wrap into [-pi, pi] by whole turns, one at a time as the library
+            above, below = angles > math.pi, angles < -math.pi
+            angles[above] -= 2 * math.pi
+            angles[below] += 2 * math.pi
+        np.minimum(np.maximum(state[2:], -self.max_velocity), self.max_velocity, out=state[2:])
         self.state = state
         terminated = -np.cos(state[0]) - np.cos(state[1] + state[0]) > 1.0
         return self._observe(state), np.where(terminated, 0.0, -1.0), terminated
