@@ -126,6 +126,11 @@ def test_the_preset_builds_its_simulator_and_refuses_what_it_cannot_replay():
         batched_simulator(compose_config(["env=frozenlake", "env.wrappers=[]"]).env, 3)
     with pytest.raises(ValueError, match="no batched simulator replays env.id=CartPole-v1"):
         batched_simulator(compose_config(["env=gym", "env.id=CartPole-v1"]).env, 3)
+    noisy = make_env(compose_config(["env=acrobot"]).env)
+    acrobot: Any = noisy.unwrapped
+    acrobot.torque_noise_max = 0.1
+    with pytest.raises(ValueError, match=r"replays no torque noise \(torque_noise_max > 0\)"):
+        BatchedAcrobot(noisy, 3)
 
 
 def test_a_step_refuses_actions_that_are_not_one_valid_action_a_slot():
