@@ -13,8 +13,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.kernels import UNKNOWN, cpu_model, kernels_in_force
 
@@ -63,11 +61,15 @@ def library_versions() -> str:
 
 def device_name(device: str) -> str:
     """`cpu`, or `cuda (NVIDIA H100 80GB HBM3)`: a GPU's kernels are its model's."""
+    import torch  # here, not at the top: the CLI's --help imports this module (via launch/) and must not load torch
+
     return device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
 
 
 def provenance(device: str) -> dict[str, Any]:
     """This process's PROVENANCE_COLUMNS and HARDWARE_COLUMNS, training on `device` (the run's `device`)."""
+    import torch  # as in device_name
+
     commit, dirty = code_version()
     return {
         "code_commit": commit,
