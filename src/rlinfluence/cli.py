@@ -48,13 +48,17 @@ FAILED = 1  # a run stopped by a round it cannot train on (round.RoundFailed), s
 def run_task(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Validate, then dispatch on `task`. Separate from the Hydra wrapper so tests can call it; `run_dir`
     defaults to the config's own (tests pass a temporary one)."""
+    from rlinfluence.batch.engine import STACKED
     from rlinfluence.run import rundir
     from rlinfluence.run.lifecycle import start_training
+    from rlinfluence.run.stacked import start_stacked
     from rlinfluence.validation import validate
 
     validate(cfg)
     if cfg.task != TRAIN:
         return load_task(cfg.task)(cfg)
+    if cfg.engine == STACKED:  # its seeds' run dirs under runs_root: validation refuses any other task
+        return start_stacked(cfg)
     return start_training(cfg, run_dir or rundir.run_dir(cfg))
 
 
