@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.update import stacked_ppo_update
-from rlinfluence.choices import require, require_one_of
+from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.round import Stopwatch, check_finite_scores, evaluation, round_row
@@ -56,7 +56,8 @@ def check_engine(cfg: DictConfig) -> None:
     """One line (ConfigError) for an engine, a seed list or a setting the stacked engine cannot run."""
     require_one_of("engine", cfg.engine, ENGINES)
     if cfg.engine == DEFAULT:
-        require(cfg.seeds is None, f"seeds={list(cfg.seeds)} lists the seeds of engine=stacked: add engine=stacked")
+        if cfg.seeds is not None:
+            raise ConfigError(f"seeds={list(cfg.seeds)} lists the seeds of engine=stacked: add engine=stacked")
         return
     seeds = seed_list(cfg)
     require(
