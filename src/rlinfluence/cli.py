@@ -142,6 +142,7 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
     from rlinfluence.run import rundir
     from rlinfluence.run.checkpoint import RunDirError
     from rlinfluence.run.lifecycle import check_run
+    from rlinfluence.run.stacked import seed_configs
     from rlinfluence.validation import validate
 
     with Composer() as composer:
@@ -161,9 +162,9 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
             named = f"(sweep job {' '.join(o for o in job if o not in shared)})"
             try:
                 validate(cfg)
-                if cfg.task == TRAIN:
-                    run_dir = rundir.run_dir(cfg)
-                    resume = check_run(cfg, run_dir)
+                for run_cfg in seed_configs(cfg) if cfg.task == TRAIN else ():  # engine=stacked: a run per seed
+                    run_dir = rundir.run_dir(run_cfg)
+                    resume = check_run(run_cfg, run_dir)
                     plan = SKIPPED if resume is None else RESUMED if resume.checkpoint else TRAINED
                     planned.append(SweepJob(run_dir, plan))
             except ConfigError as error:

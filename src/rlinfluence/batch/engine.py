@@ -2,11 +2,12 @@
 
 Each seed is today's control agent (control/trainer.py's Trainer, built from the seed's config): its envs,
 evaluation envs, RNG streams and checkpoint are today's, so its collection, selection and evaluation draw
-exactly what today's engine draws (arms stay paired by common random numbers). Collection and evaluation
-run each seed's own network, seed after seed; the round's influence and PPO update run once for all seeds on
-their stacked actor-critics (batch/influence.py, batch/update.py). Those kernels round unlike today's, so a
-stacked seed is its own numerics (engine=stacked in its identity), and they give a seed the same bits
-whichever seeds run beside it (tests/batch/test_engine.py), so a seed's run does not depend on its batch.
+exactly what today's engine draws (arms stay paired by common random numbers). The seeds' actor-critics are
+stacked for the round (batch/networks.py): one forward per collection step samples every seed's actions,
+and the round's records, influence and PPO update are computed once for all seeds (batch/influence.py,
+batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`), seed after seed. The
+stack's kernels round unlike today's, so a stacked seed is its own numerics (engine=stacked in its
+identity), and they give a seed the same bits whichever seeds run beside it (tests/batch/test_engine.py).
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.batch.influence import stacked_influence_scores
-from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.choices import ConfigError, require, require_one_of
+from rlinfluence.control.networks import CategoricalHead
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
+from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, evaluation, round_row
 from rlinfluence.selection import EPISODE
 from rlinfluence.share import FilterShare
@@ -86,14 +91,29 @@ def check_engine(cfg: DictConfig) -> None:
     )
 
 
+@torch.no_grad()
+def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) -> list[RolloutBuffer]:
+    """Each seed's round-k rollout (Trainer.collect's), every step's actions of all seeds from one forward."""
+    rollouts = [trainer.start_rollout() for trainer in trainers]
+    for t in range(rollouts[0].n_steps):
+        obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]))
+        noise = torch.stack([rollout.noise[t] for rollout in rollouts])
+        for rollout, actions in zip(rollouts, CategoricalHead.sample(model.policy_logits(obs), noise).numpy()):
+            rollout.act(t, actions)
+    return [
+        trainer.rollout_records(k, rollout, SeedCritic(model, i))
+        for i, (trainer, rollout) in enumerate(zip(trainers, rollouts))
+    ]
+
+
 def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     """Round k of each seed's run (round.run_round's stages), the influence and update of all seeds at once; the
     seeds' metrics rows. A stage's seconds are the batch's, shared equally among its seeds."""
     watch = Stopwatch()
     first = trainers[0]  # the seeds differ in their seed alone: every other setting is the first's
-    records = [trainer.collect(k) for trainer in trainers]
-    watch.lap("time_collect")
     model = StackedActorCritic([trainer.model for trainer in trainers])
+    records = stacked_collect(model, trainers, k)
+    watch.lap("time_collect")
     ppo = first.ppo_settings(k)
     scores = [None] * len(trainers)
     if first.method.needs_scores:

@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.batch.engine import seed_list, stacked_round
+from rlinfluence.batch.engine import STACKED, seed_list, stacked_round
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.round import initial_row
 from rlinfluence.run import rundir
@@ -26,7 +26,9 @@ from rlinfluence.run.loop import Resume, interrupted, resuming, run_name, run_pr
 
 
 def seed_configs(cfg: DictConfig) -> list[DictConfig]:
-    """Each seed's config: the command's with `seed` set to it."""
+    """Each run's config: engine=stacked's, the command's with `seed` set to each seed; else the command's."""
+    if cfg.engine != STACKED:
+        return [cfg]
     configs = []
     for seed in seed_list(cfg):
         seed_cfg = copy.deepcopy(cfg)
