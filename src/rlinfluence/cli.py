@@ -133,6 +133,32 @@ def sweep_overrides(argv: list[str]) -> list[str] | None:
     return args.overrides if args.multirun and not any(flags) else None
 
 
+def pack_seeds(overrides: list[str]) -> list[str]:
+    """`-m ... engine=stacked seed=<choice or range>`: each config's seeds in one process, as one job with
+    seeds=[...] instead of a job per seed. Other sweeps are left as they are (a seed swept by an overlay's
+    hydra.sweeper.params runs a stacked job per seed)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlinfluence.batch.engine import STACKED
+
+    try:
+        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(overrides)}
+    except HydraException:
+        return overrides  # Hydra says what is wrong with it
+    engine, seed = parsed.get("engine"), parsed.get("seed")
+    if engine is None or engine.is_sweep_override() or engine.value() != STACKED or seed is None:
+        return overrides
+    if not seed.is_sweep_override():
+        return overrides
+    if "seeds" in parsed or not seed.is_discrete_sweep():
+        refuse(
+            f"config error: engine=stacked packs {seed.input_line} into seeds=[...]: give the seeds as a choice "
+            "(seed=0,1,2) or range (seed='range(8)'), and not with seeds="
+        )
+    seeds = ",".join(seed.sweep_string_iterator())
+    return [f"seeds=[{seeds}]" if override == seed.input_line else override for override in overrides]
+
+
 def check_sweep(overrides: list[str]) -> list[SweepJob]:
     """Compose and check every job of the sweep before the first one starts (a bad value in job 5 must
     not be found after jobs 1-4 have trained): one line and exit 2 on the first that cannot run, with
@@ -197,7 +223,10 @@ def main() -> None:
     try:
         overrides = sweep_overrides(sys.argv[1:])
         if overrides is not None:
-            jobs = check_sweep(overrides)
+            packed = pack_seeds(overrides)
+            # Hydra reads the command line: the packed override replaces the seed sweep there too
+            sys.argv = [packed[overrides.index(arg)] if arg in overrides else arg for arg in sys.argv]
+            jobs = check_sweep(packed)
         hydra_app()
     except HydraException as error:
         if traceback_wanted:

@@ -150,3 +150,21 @@ def test_a_batch_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path):
         expected = metrics_rows(seed_dir(reference, seed), timings=False)
         assert len(expected) == ROUNDS + 1
         assert metrics_rows(seed_dir(interrupted, seed), timings=False) == expected
+
+
+def test_a_sweep_over_seeds_runs_each_configs_seeds_in_one_process(tmp_path):
+    result = cli_run(tmp_path, "-m", "debug=smoke", "engine=stacked", "method=iif,ppo", "seed=range(3)")
+    assert result.returncode == 0, result.stderr
+    assert "Launching 2 jobs" in result.stdout and "seeds=[0,1,2]" in result.stdout
+    assert "sweep of 6 runs: 6 trained, 0 resumed, 0 skipped, 0 failed or not run" in result.stderr
+    assert len(list(tmp_path.rglob("DONE"))) == 6
+    # a seed's run is the one a command of its own makes
+    run_task(tiny(tmp_path / "alone", "engine=stacked", "method=iif", "seed=2"))
+    [swept] = [path for path in tmp_path.rglob("seed2") if "iif" in str(path) and "alone" not in str(path)]
+    assert metrics_rows(swept, timings=False) == metrics_rows(seed_dir(tmp_path / "alone", 2), timings=False)
+
+
+def test_a_seed_sweep_beside_a_seed_list_is_refused(tmp_path):
+    result = cli_run(tmp_path, "-m", "debug=smoke", "engine=stacked", "seed=0,1", "seeds=[2,3]")
+    assert "engine=stacked packs seed=0,1 into seeds=[...]" in cli_refusal(result)
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
