@@ -126,23 +126,26 @@ def rounds_logged(runs_root: Path, seed: int) -> int:
     return max(len(paths[0].read_text().splitlines()) - 1, 0) if paths else 0
 
 
-def run_until_killed(runs_root: Path, seeds: str, seed: int, rounds: int) -> None:
-    """The batch `seeds`, killed with SIGKILL once `seed` has logged `rounds` rounds."""
-    process = subprocess.Popen(command(runs_root, seeds), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int) -> str:
+    """The batch `seeds`, sent `signal_number` once `seed` has logged `rounds` rounds; its last line on stderr."""
+    process = subprocess.Popen(command(runs_root, seeds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while rounds_logged(runs_root, seed) < rounds and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    os.kill(process.pid, signal_number)
+    _, stderr = process.communicate()
+    assert process.returncode == (130 if signal_number == signal.SIGINT else -signal.SIGKILL), stderr
+    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
 
 
 @pytest.mark.slow
-def test_a_batch_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path):
+def test_a_batch_interrupted_or_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path):
     reference = tmp_path / "reference"
     subprocess.run(command(reference, "[0,1,2]"), check=True, capture_output=True, timeout=300)
     interrupted = tmp_path / "interrupted"
-    run_until_killed(interrupted, "[1]", 1, 3)  # seed 1 ahead of the others
-    run_until_killed(interrupted, "[0,1,2]", 0, 2)
+    stopped = run_until_stopped(interrupted, "[1]", 1, 3, signal.SIGINT)  # seed 1 ahead of the others
+    assert stopped.startswith("rlinfluence: interrupted in round ") and "rerun the same command" in stopped
+    run_until_stopped(interrupted, "[0,1,2]", 0, 2, signal.SIGKILL)
     assert rounds_logged(interrupted, 1) > rounds_logged(interrupted, 0)
     assert rounds_logged(interrupted, 1) < ROUNDS + 1, "the batch finished before it could be killed"
     subprocess.run(command(interrupted, "[0,1,2]"), check=True, capture_output=True, timeout=300)
