@@ -1,11 +1,12 @@
-"""Many seeds in one process (issue 58): the stacked engine's update and influence (src/rlinfluence/batch/) against
-today's, N seeds of one config, one torch thread, arms interleaved in one process.
+"""Many seeds in one process (issue 58): the stacked engine's update and influence (src/rlinfluence/batch/) and the
+batched simulators (src/rlinfluence/envs/batched.py) against today's, N seeds of one config, one torch thread, arms
+interleaved in one process.
 
     python benchmarks/batched_seeds.py [--envs frozenlake acrobot] [--seeds 1 4 16] [--reps 5]
-                                       [--stages step update influence]
+                                       [--stages step update influence envs]
     python benchmarks/batched_seeds.py --envs frozenlake --seeds 1 2 --n-steps 64 --reps 1   # smoke: seconds
 
-Three measurements, CPU seconds (time.process_time) per seed:
+Four measurements, CPU seconds (time.process_time):
 - one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: today's
   `ppo_update` once per seed, the stacked engine (one baddbmm per layer for all seeds), and the same step
   written with torch.func (`stack_module_state` + `vmap(grad(...))` of today's module), the alternative the
@@ -14,8 +15,11 @@ Three measurements, CPU seconds (time.process_time) per seed:
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
   different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`;
 - a round's influence (f_return, every record scored at θ_0): today's `influence_scores` per seed against one
-  `stacked_influence_scores`.
-Prints ms per seed, seed-updates and seed-rounds per CPU-second, each with its ratio to today's.
+  `stacked_influence_scores`;
+- env steps (`envs`; N is the envs, n_steps uniform random actions each, the same seeds): N library envs as
+  `make_env` builds them, stepped in turn as collection and evaluation do today, against one batched simulator.
+Prints ms per seed, seed-updates and seed-rounds per CPU-second, env steps per CPU-second, each with its ratio to
+today's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import gymnasium as gym
 import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
@@ -36,6 +41,8 @@ from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
+from rlinfluence.envs.make import make_env
 from rlinfluence.influence import influence_scores
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.selection import Selection
@@ -178,7 +185,49 @@ def influence_stage(env: str, n: int, n_steps: int, reps: int) -> None:
     )
 
 
-STAGES = {"step": minibatch_step, "update": update_stage, "influence": influence_stage}
+def play_library(envs: list[gym.Env], actions: np.ndarray) -> None:
+    """Today's collection: each env stepped in turn, reset with the next seed when its episode ends."""
+    for slot, env in enumerate(envs):
+        env.reset(seed=slot)
+    episode = len(envs)
+    for row in actions.tolist():
+        for env, action in zip(envs, row):
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset(seed=episode)
+                episode += 1
+
+
+def play_batched(simulator: BatchedSimulator, actions: np.ndarray) -> None:
+    """The same episodes (seeds, actions) on the batched simulator: one step for all slots."""
+    simulator.reset(np.arange(simulator.n), np.arange(simulator.n))
+    episode = simulator.n
+    for row in actions:
+        _, _, terminated, truncated = simulator.step(row)
+        ended = np.flatnonzero(terminated | truncated)
+        if len(ended):
+            simulator.reset(ended, episode + np.arange(len(ended)))
+            episode += len(ended)
+
+
+def env_steps(env: str, n: int, n_steps: int, reps: int) -> None:
+    """n_steps uniform random actions in each of N envs: N library envs as make_env builds them, against the
+    batched simulator of N slots, on the same trajectories (tests/envs/test_batched.py)."""
+    cfg = compose_config([f"env={env}", "logger=disabled"]).env
+    library = [make_env(cfg) for _ in range(n)]
+    simulator = batched_simulator(cfg, n)
+    actions = np.random.default_rng(0).integers(simulator.action_space.n, size=(n_steps, n))
+    seconds = timed(
+        {"today": lambda: play_library(library, actions), "batched": lambda: play_batched(simulator, actions)}, reps
+    )
+    steps = n * n_steps
+    print(
+        f"{env:11s} N={n:<3d} env steps, steps per CPU-second: library {steps / seconds['today']:.0f}  "
+        f"batched {steps / seconds['batched']:.0f}  ratio to today {seconds['today'] / seconds['batched']:.2f}x"
+    )
+
+
+STAGES = {"step": minibatch_step, "update": update_stage, "influence": influence_stage, "envs": env_steps}
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
     python benchmarks/round_speed.py [--rounds 5] [--envs lunarlander frozenlake]
     python benchmarks/round_speed.py --rounds 1 --envs frozenlake --n-steps 64 --eval-episodes 2   # smoke: seconds
     python benchmarks/round_speed.py --filters [--envs minigrid]   # also the rollout filters' arms (issue 46)
+    python benchmarks/round_speed.py --kernels [--envs acrobot]   # pinned kernels against native (issue 56)
 
 Same hyperparameters on both sides (the env's paper settings: 2,048 records, batch 64, 10 epochs,
 SGD at the env's lr, max_grad_norm 0.5 as SB3's default, one env, one torch thread). Prints, per env,
@@ -11,22 +12,36 @@ round spent in influence scoring, and the time of one evaluation at the paper's 
 --filters, the benchmark of rollout filters' arms (random at the env's p and at 25 %, gradient consensus, IIF
 and consensus dropping whole episodes) join the same interleaved rounds, each with its ratio to our PPO and IIF:
 the leaderboard's seconds come from runs of different sittings, these from one invocation.
+With --kernels, only our PPO and IIF, each under the pinned kernels (the CLI's default, src/rlinfluence/kernels.py)
+and under the native ones, in a process each (torch chooses its kernels once, when it loads), rounds interleaved:
+what the pinning costs, as the ratio pinned/native of wall-clock and of CPU seconds (the latter steadier on a shared
+machine). The benchmark itself runs pinned, as the CLI does.
 Needs the `bench` extra (stable-baselines3).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
-import gymnasium as gym
-import torch
-from hydra import compose, initialize_config_dir
+from rlinfluence.kernels import NATIVE, PINNED, SETTING, pin_kernels
 
-from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.control.trainer import Trainer
-from rlinfluence.round import run_round
+ENVIRON = dict(os.environ)  # as the benchmark was started: its children pin, or not, from it
+pin_kernels()  # before torch loads, as the CLI's entry does: the rounds timed are the rounds the CLI runs
+
+import gymnasium as gym  # noqa: E402
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
+from rlinfluence.control.trainer import Trainer  # noqa: E402
+from rlinfluence.kernels import kernels_in_force  # noqa: E402
+from rlinfluence.round import run_round  # noqa: E402
 
 
 def compose_config(overrides: list[str]):
@@ -58,6 +73,62 @@ class OurRound:
             "total": sum(row[f"time_{s}"] for s in ("collect", "influence", "select", "update")),
             "influence": row["time_influence"],
         }
+
+
+class ServedRound:
+    """One of our rounds per call, run by a child process (`--serve`) under the kernels `setting` names."""
+
+    def __init__(self, env: str, method: str, n_steps: int, setting: str):
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", env, method, str(n_steps)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=ENVIRON | {SETTING: setting},
+        )
+        self.kernels = self.process.stdout.readline().strip()  # the child says which kernels it runs
+
+    def __call__(self) -> dict[str, float]:
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def serve(env: str, method: str, n_steps: int) -> None:
+    """The child of ServedRound: its kernels' line, then a round's times (JSON) for each line read."""
+    torch.set_num_threads(1)
+    runner = OurRound(env, [f"method={method}"], n_steps)
+    print(kernels_in_force(), flush=True)
+    for _ in sys.stdin:
+        start = time.process_time()  # CPU seconds: what the kernels cost, whatever else the machine runs
+        times = runner()
+        print(json.dumps(times | {"cpu": time.process_time() - start}), flush=True)
+
+
+def kernels_cost(envs: list[str], rounds: int, n_steps: int) -> None:
+    """Our PPO and IIF under the pinned and the native kernels, rounds interleaved; the ratio pinned/native."""
+    for env in envs:
+        runners = {
+            f"{method} {setting}": ServedRound(env, method, n_steps, setting)
+            for method in ("ppo", "iif")
+            for setting in (PINNED, NATIVE)
+        }
+        times = interleaved(runners, rounds)
+        print(f"\n[{env}] {n_steps} records/round, median of {rounds} interleaved rounds, pinned against native")
+        for method in ("ppo", "iif"):
+            pinned, native = times[f"{method} {PINNED}"], times[f"{method} {NATIVE}"]
+            print(
+                f"  our {method.upper():<4} pinned {median(pinned):6.3f} s/round, native {median(native):6.3f}: "
+                f"ratio {median(pinned) / median(native):4.2f}; CPU seconds {median(pinned, 'cpu'):6.3f} against "
+                f"{median(native, 'cpu'):6.3f}: ratio {median(pinned, 'cpu') / median(native, 'cpu'):4.2f}"
+            )
+        for name, runner in runners.items():
+            print(f"  {name:<12} {runner.kernels}")
+            runner.close()
 
 
 class SB3Round:
@@ -130,7 +201,15 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--n-steps", type=int, default=2048, help="records a round (the paper's 2,048)")
     parser.add_argument("--filters", action="store_true", help="also time the rollout filters' arms")
+    parser.add_argument("--kernels", action="store_true", help="only our PPO and IIF, pinned kernels against native")
+    parser.add_argument("--serve", nargs=3, metavar=("ENV", "METHOD", "N_STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], args.serve[1], int(args.serve[2]))
+        return
+    if args.kernels:
+        kernels_cost(args.envs, args.rounds, args.n_steps)
+        return
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.rounds} timed rounds each")
     for env in args.envs:

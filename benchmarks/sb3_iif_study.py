@@ -199,7 +199,7 @@ def main() -> None:
     study = STUDIES[args.env]
     rounds, eval_episodes = args.rounds or study.rounds, args.eval_episodes or study.eval_episodes
     torch.set_num_threads(1)
-    made_by = provenance()  # before any file is written: the code that runs
+    made_by = provenance("cpu")  # before any file is written: the code and hardware that run
     made_by["versions"] += f";stable-baselines3=={metadata.version('stable-baselines3')}"
     clipped = not args.no_grad_clipping
     made_with = settings(args.env, study, rounds, eval_episodes, clipped)

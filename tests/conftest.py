@@ -16,6 +16,10 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 for _offline in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):  # tests never touch the Hub
     os.environ.setdefault(_offline, "1")
 
+from rlinfluence.kernels import pin_kernels  # noqa: E402
+
+pin_kernels()  # before torch loads, as the CLI's entry does: the runs the tests make are the runs it makes
+
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402

@@ -137,7 +137,8 @@ def test_a_round_with_non_finite_scores_stops_the_run_in_one_line_before_writing
     line = failed.stderr.strip().splitlines()[-1]
     assert line.startswith("rlinfluence: round 1: 64 of 64 influence scores are not finite (NaN or inf)"), line
     [run_dir] = [path.parent for path in tmp_path.rglob("checkpoint.pt")]
-    assert rounds_in(run_dir) == [0] and read_resume(run_dir).checkpoint["round"] == 0
+    checkpoint = read_resume(run_dir).checkpoint
+    assert rounds_in(run_dir) == [0] and checkpoint is not None and checkpoint["round"] == 0
     assert not json.loads((run_dir / "summary.json").read_text())["done"]
     with pytest.raises(RoundFailed, match="^round 1: 64 of 64 influence scores are not finite"):
         run_task(tiny(tmp_path, *OVERFLOWING_TARGET), run_dir)

@@ -53,7 +53,7 @@ def test_both_variants_of_a_run_are_kept_side_by_side(study, tmp_path):
     for clipped in (True, False, True):  # the clipped run again: it replaces its first version only
         made_with = settings_of(study, "frozenlake", clipped)
         config_hash = study.settings_hash(made_with)
-        frame = study.tidy(rows, "frozenlake", 50.0, 0, True, config_hash, 100, provenance(), clipped)
+        frame = study.tidy(rows, "frozenlake", 50.0, 0, True, config_hash, 100, provenance("cpu"), clipped)
         runs = study.commit_run(frame, out, {config_hash: made_with})
     assert runs == 2
     tidy = read_tidy_csv(out).drop_duplicates(EXTERNAL_RUN_KEY)

@@ -26,7 +26,7 @@ from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
 from rlinfluence.figures.requirements import FigureData
 from rlinfluence.figures.runs import RUN_KEY, read_tidy_csv, tidy_csv_writes
-from rlinfluence.run.provenance import PROVENANCE_COLUMNS
+from rlinfluence.run.provenance import HARDWARE_COLUMNS, PROVENANCE_COLUMNS
 
 COMMITTED = REPO_ROOT / "paper_figures"
 PROBE = ["experiment_name=main", "env=frozenlake", "env.rounds=2", "eval.episodes=10", "seed=0", "method=iif"]
@@ -233,3 +233,24 @@ def test_a_refresh_that_replaces_one_run_rewrites_only_that_runs_lines(tmp_path)
     assert all(
         written[i].endswith(",0000000000000000000000000000000000000000,False,torch==2.13.0+cpu") for i in changed
     )
+
+
+def test_the_first_run_that_records_its_hardware_adds_the_columns_and_leaves_every_other_value(tmp_path):
+    """Issue 56: the committed rows, made before runs recorded their hardware, have no hardware columns; a rerun
+    that records it adds them, empty (unknown) on every other run's line, whose values stay as they were."""
+    path = COMMITTED / "data" / "main.csv"
+    committed = read_tidy_csv(path)
+    run = committed[(committed[RUN_KEY] == committed[RUN_KEY].iloc[0]).all(axis=1)]
+    hardware = {
+        "cpu": "AMD EPYC (family 26, model 2)",
+        "kernels": "pinned: ATen DEFAULT",
+        "threads": "1",
+        "device": "cpu",
+    }
+    rerun = run.assign(**hardware, run_dir=str(tmp_path / "rerun"))
+    written = tidy_csv_writes(rerun, tmp_path, COMMITTED / "data", set()).files[path].decode().splitlines()
+    lines = path.read_text().splitlines()
+    assert written[0] == lines[0] + "," + ",".join(HARDWARE_COLUMNS)
+    others = [i for i in range(1, len(written)) if not written[i].endswith(",cpu")]  # the rerun's lines end so
+    assert len(others) == len(lines) - len(run) - 1
+    assert all(written[i] == lines[i] + ",,,," for i in others)

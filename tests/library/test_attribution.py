@@ -358,7 +358,7 @@ def test_drop_set_takes_an_int_seed_as_numpy_does():
         drop_set(SCORES_20_NEGATIVE, 50, "random", rng=np.random.default_rng(0)),
     )
     with pytest.raises(ValueError, match=r"rng='0' must be a numpy Generator, an int seed or None, not str"):
-        drop_set(SCORES_20_NEGATIVE, 50, "random", rng="0")
+        drop_set(SCORES_20_NEGATIVE, 50, "random", rng="0")  # type: ignore[arg-type]  # the misuse refused
 
 
 def test_a_p_below_one_warns_that_it_is_a_percent():

@@ -53,7 +53,7 @@ class ContinuousAgent(nn.Module):
         return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
 
 
-def cleanrl_records(agent: nn.Module) -> dict[str, torch.Tensor]:
+def cleanrl_records(agent: DiscreteAgent | ContinuousAgent) -> dict[str, torch.Tensor]:
     obs = torch.randn(N, 4, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         actions, log_probs, _, _ = agent.get_action_and_value(obs)

@@ -97,8 +97,8 @@ class CapturingFilter(InfluenceFilter):
     def _on_rollout_end(self):
         import copy
 
-        self.policy_at_k = copy.deepcopy(self.model.policy)
         assert isinstance(self.model, PPO)  # BaseCallback's model is any algorithm; the drop-in's is PPO
+        self.policy_at_k = copy.deepcopy(self.model.policy)
         self.records = sb3_records(self.model.rollout_buffer, self.model.action_space, self.model.device)
         super()._on_rollout_end()
 
@@ -360,4 +360,4 @@ def test_sb3_policy_scores_a_model_as_the_callback_does():
     np.testing.assert_array_equal(scores, callback.rounds[0]["scores"])
     assert sb3_policy(model)[1] is model.policy
     with pytest.raises(TypeError, match="sb3_policy takes an SB3 PPO model or an ActorCriticPolicy, not Linear"):
-        sb3_policy(torch.nn.Linear(2, 2))
+        sb3_policy(torch.nn.Linear(2, 2))  # type: ignore[arg-type]  # the misuse refused

@@ -18,6 +18,7 @@ from rlinfluence.config.compose import composing
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
+from rlinfluence.kernels import cpu_model, hardware_class, kernels_in_force
 from rlinfluence.replay import NOT_OURS, committed_runs, overrides_of, replay_runs
 from rlinfluence.run.identity import write_identity
 from rlinfluence.run.loop import Resume, train
@@ -42,7 +43,9 @@ def test_a_committed_run_replays_bit_for_bit(run):
     assert (result.run, result.rounds, result.difference) == (run, 2, None)
 
 
-def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
+def replay_of_a_moved_round(tmp_path, made_on: dict[str, str]):
+    """The config of a replay of FrozenLake's standard PPO seed 0 whose committed round 1 was moved, as by a
+    change of code, and whose rows were made on `made_on` (their hardware columns; {} for none recorded)."""
     tidy = read_tidy_csv(DATA / "main.csv")
     run = tidy[
         (tidy["env"] == "frozenlake")
@@ -51,16 +54,50 @@ def test_a_replay_that_differs_names_the_round_and_the_value(tmp_path):
         & (tidy["seed"] == 0)
     ].copy()
     run.loc[run["round"] == 1, "test_return"] += 0.001  # as if a change to the code had moved round 1
-    (tmp_path / "main.csv").write_bytes(tidy_csv_bytes(sort_tidy(run)))
+    (tmp_path / "main.csv").write_bytes(tidy_csv_bytes(sort_tidy(run.assign(**made_on))))
     shutil.copy(DATA / "settings.json", tmp_path)
-    cfg = compose_config(
+    return compose_config(
         ["task=replay", "replay.run=main/frozenlake/sgd/ppo/seed0", "replay.rounds=2", f"figures.data_dir={tmp_path}"]
     )
+
+
+def test_a_replay_that_differs_on_the_same_hardware_names_the_round_and_the_value_and_fails(tmp_path):
+    this_machine = {"cpu": cpu_model(), "kernels": kernels_in_force(), "threads": "1", "device": "cpu"}
+    cfg = replay_of_a_moved_round(tmp_path, this_machine)
     [result] = replay_runs(cfg)
     assert result.difference is not None and result.difference.startswith("round 1 test_return: committed ")
+    assert result.line() == f"replay {result.run}: {result.difference}"
     with pytest.raises(SystemExit) as stop:
         run_task(cfg)
     assert stop.value.code == 1
+
+
+OTHER_CPU = {
+    "cpu": "Intel(R) Xeon(R) Platinum 8480+ (family 6, model 143)",
+    "kernels": "native: ATen AVX512, MKL_CBWR unset, ONEDNN_MAX_CPU_ISA unset",
+    "threads": "1",
+    "device": "cpu",
+}
+
+
+@pytest.mark.parametrize(
+    ("made_on", "named"),
+    [
+        ({}, "unknown hardware (the run was made before runs recorded it)"),
+        (OTHER_CPU, f"{OTHER_CPU['cpu']} with native kernels (ATen AVX512, MKL_CBWR unset, ONEDNN_MAX_CPU_ISA unset)"),
+    ],
+    ids=["unrecorded", "another-cpu"],
+)
+def test_a_replay_that_differs_on_other_hardware_says_so_and_passes(tmp_path, capsys, made_on, named):
+    [result] = run_task(replay_of_a_moved_round(tmp_path, made_on))  # no exit 1
+    this_machine = hardware_class(cpu_model(), kernels_in_force(), "cpu")
+    assert result.line() == (
+        f"replay {result.run}: {result.difference}; made on {named}, this machine is {this_machine}: a difference "
+        "here is expected from round 1 on and is not a code change"
+    )
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "rlinfluence: replayed 1 committed run(s): 0 equal, 1 differ (1 made on other hardware)"
+    )
 
 
 def composed_path(overrides: list[str]) -> str:
@@ -69,8 +106,9 @@ def composed_path(overrides: list[str]) -> str:
     return f"{cfg.experiment_name}/{relative_run_dir(cfg).as_posix()}"
 
 
-# Committed runs today's code does not reproduce (docs/reproduction.md, "Determinism, and what replays today":
-# made by an unrecorded earlier code state); every other committed run must replay.
+# Committed runs whose first rounds differ here (docs/reproduction.md, "Determinism, and what replays today" and
+# "Hardware": BipedalWalker's and MiniGrid Adam's PPO replay exactly under a CPU's native kernels, not the pinned
+# ones the tests run); every other committed run must replay.
 NOT_REPLAYING = ("main/bipedalwalker/*", "adam/minigrid/*", "adam_preconditioner/minigrid/*")
 
 

@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+from rlinfluence.records import Observations
+
 
 class _Actor(nn.Module):
     """The actor's parts of a CleanRL agent, under the agent's own names; the critic is left out."""
@@ -28,7 +30,7 @@ class _Actor(nn.Module):
     actor_logstd: torch.Tensor
 
 
-def cleanrl_policy(agent: nn.Module) -> tuple[Callable[[torch.Tensor], Distribution], nn.Module]:
+def cleanrl_policy(agent: nn.Module) -> tuple[Callable[[Observations], Distribution], nn.Module]:
     """(policy, module) of a CleanRL MLP PPO agent: `actor` (discrete actions) or `actor_mean` and
     `actor_logstd` (continuous); TypeError for any other agent."""
     actor = _Actor()
@@ -36,7 +38,7 @@ def cleanrl_policy(agent: nn.Module) -> tuple[Callable[[torch.Tensor], Distribut
     if isinstance(mean_head, nn.Module) and isinstance(log_std, nn.Parameter):
         actor.actor_mean, actor.actor_logstd = mean_head, log_std
 
-        def gaussian(obs: torch.Tensor) -> Distribution:
+        def gaussian(obs: Observations) -> Distribution:
             mean = actor.actor_mean(obs)  # read through `actor`: record_influence substitutes its parameters
             return Normal(mean, actor.actor_logstd.expand_as(mean).exp())
 

@@ -36,7 +36,7 @@ from rlinfluence.figures.runs import (
     single_csv_writes,
 )
 from rlinfluence.run.identity import IDENTITY
-from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
+from rlinfluence.run.provenance import HARDWARE_COLUMNS, PROVENANCE_COLUMNS, tidy_provenance
 
 LM_CSV = Path("lm") / "runs.csv"
 RUN_COLUMNS = ["experiment", "env", "model", "method", "method_tag", "target", "config_hash", "seed"]  # as runs.py
@@ -53,7 +53,7 @@ ROUND_COLUMNS = [
     "time_update",
     "time_eval",
 ]
-LM_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
+LM_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS + HARDWARE_COLUMNS
 RUN_KEY = ["experiment", "env", "model", "method_tag", "target", "seed"]
 COMPARED = ["experiment", "env", "model"]  # the runs one figure compares with each other
 STAGES = {

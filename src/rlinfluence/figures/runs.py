@@ -26,7 +26,7 @@ from rlinfluence.figures.committed import (
 )
 from rlinfluence.run.checkpoint import DONE, RunDirError, write_bytes, write_json
 from rlinfluence.run.identity import IDENTITY
-from rlinfluence.run.provenance import PROVENANCE_COLUMNS, tidy_provenance
+from rlinfluence.run.provenance import HARDWARE_COLUMNS, PROVENANCE_COLUMNS, tidy_provenance
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,9 @@ ROUND_COLUMNS = [
     "time_update",
     "time_eval",
 ]
-# Last, so that rows committed before they existed (read with the columns empty) keep their bytes.
-TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS
+# Last, so that rows committed before they existed (read with the columns empty) keep their bytes; a CSV has
+# the hardware columns only once one of its rows has a value there (tidy_csv_bytes).
+TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS + HARDWARE_COLUMNS
 # One run = one curve; a second run with the same key would be ambiguous in every figure.
 RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
 COMPARED = ["experiment", "env"]  # the runs one figure compares with each other: every arm and seed of an env
@@ -103,12 +104,13 @@ def _read_run(run_dir: Path) -> pd.DataFrame:
 
 
 def read_tidy_csv(path: Path) -> pd.DataFrame:
-    """A committed tidy CSV; config_hash and provenance read as text (a hash may be all digits, and rows
-    without one are NaN); the provenance columns empty where the CSV predates them."""
-    tidy = pd.read_csv(path, dtype=dict.fromkeys(["config_hash", *PROVENANCE_COLUMNS], str))
+    """A committed tidy CSV; config_hash, provenance and hardware read as text (a hash may be all digits, and
+    rows without one are NaN); the provenance and hardware columns empty where the CSV predates them."""
+    recorded = PROVENANCE_COLUMNS + HARDWARE_COLUMNS
+    tidy = pd.read_csv(path, dtype=dict.fromkeys(["config_hash", *recorded], str))
     empty = {
         column: pd.Series(None, index=tidy.index, dtype=str)  # as read_csv reads an empty column
-        for column in PROVENANCE_COLUMNS
+        for column in recorded
         if column not in tidy
     }
     return tidy.assign(**empty)
@@ -123,8 +125,10 @@ def _round_trip(value: object) -> object:
 
 
 def tidy_csv_bytes(tidy: pd.DataFrame) -> bytes:
-    """A tidy CSV's bytes: every float at full round-trip precision."""
-    return tidy.astype(object).map(_round_trip).to_csv(index=False).encode()
+    """A tidy CSV's bytes: every float at full round-trip precision; the hardware columns only where a row
+    has a value in them (unknown hardware, the committed rows made before runs recorded it, is no column)."""
+    unknown = [column for column in HARDWARE_COLUMNS if column in tidy and tidy[column].isna().all()]
+    return tidy.drop(columns=unknown).astype(object).map(_round_trip).to_csv(index=False).encode()
 
 
 def sort_tidy(tidy: pd.DataFrame, columns: list[str] = TIDY_COLUMNS) -> pd.DataFrame:

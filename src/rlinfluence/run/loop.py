@@ -14,6 +14,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from rlinfluence.kernels import unavailable_line
 from rlinfluence.round import Agent, initial_row, run_round
 from rlinfluence.run.agents import make_agent
 from rlinfluence.run.checkpoint import (
@@ -56,12 +57,12 @@ def _summary(
     }
 
 
-def run_processes(run_dir: Path, resume: Resume) -> list[dict[str, Any]]:
+def run_processes(run_dir: Path, resume: Resume, device: str) -> list[dict[str, Any]]:
     """The provenance of the processes that trained the run so far, this one last (run/provenance.py); a
     summary.json lost with a kill loses only the earlier processes' entries."""
     path = run_dir / SUMMARY
     earlier = json.loads(path.read_text()).get("provenance", []) if resume.checkpoint and path.exists() else []
-    return merged_provenance(earlier, provenance())
+    return merged_provenance(earlier, provenance(device))
 
 
 def reset_run(run_dir: Path) -> None:
@@ -93,6 +94,8 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None
     """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
     (run/agents.py); returns its summary. `last_round` < env.rounds stops it there, unfinished (task=replay)."""
     torch.set_num_threads(cfg.torch_threads)
+    if (unpinned := unavailable_line()) is not None:  # the kernels its summary.json records are this CPU's own
+        print(f"rlinfluence: {unpinned}", file=sys.stderr)
     start = int(resume.checkpoint["round"]) + 1 if resume.checkpoint else 0
     with StopSignals().installed() as signals:
         try:
@@ -158,7 +161,7 @@ def _train_rounds(
 ) -> dict[str, Any]:
     name = run_name(cfg)
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
-    processes = run_processes(run_dir, resume)
+    processes = run_processes(run_dir, resume, cfg.device)
     try:
         if resume.checkpoint:
             trainer.load_state_dict(resume.checkpoint)

@@ -1,8 +1,9 @@
-"""What code and which libraries made a result.
+"""What code, which libraries and which hardware made a result.
 
-A run is bit-identical on replay (task=replay) only on the same code, library versions, OS, device and
-thread count; `summary.json` and every tidy row record the first two, so a reader can tell whether a
-replay that differs is a finding or a change of versions.
+A run is bit-identical on replay (task=replay) only on the same code, library versions, device, thread
+count and floating-point kernels (rlinfluence/kernels.py: pinned, the same on any x86-64 CPU with AVX2, or
+the CPU's own); `summary.json` and every tidy row record them, so a reader can tell whether a replay that
+differs is a finding, a change of versions or another machine.
 """
 
 from __future__ import annotations
@@ -12,13 +13,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.kernels import UNKNOWN, cpu_model, kernels_in_force
 
 # The libraries whose versions can change a run's numbers: the tensors, the envs and their simulators,
 # the language models.
 LIBRARIES = ("torch", "numpy", "gymnasium", "highway-env", "minigrid", "box2d", "ale-py", "transformers", "peft")
 # What each tidy row carries (figures/runs.py); `versions` is one `name==version` list, `;`-joined.
 PROVENANCE_COLUMNS = ["code_commit", "code_dirty", "versions"]
+# What decides the floating-point path: the CPU model, the kernels in force (kernels.kernels_in_force), torch's
+# thread count and the device (a GPU by name). A tidy CSV has these columns only once a row has values in them
+# (figures/runs.py): the rows committed before runs recorded them keep their bytes, and read as unknown.
+HARDWARE_COLUMNS = ["cpu", "kernels", "threads", "device"]
 
 
 def _git(where: Path, *args: str) -> str:
@@ -53,9 +61,23 @@ def library_versions() -> str:
     return ";".join(f"{name}=={version}" for name in LIBRARIES if (version := installed(name)) is not None)
 
 
-def provenance() -> dict[str, Any]:
+def device_name(device: str) -> str:
+    """`cpu`, or `cuda (NVIDIA H100 80GB HBM3)`: a GPU's kernels are its model's."""
+    return device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+
+
+def provenance(device: str) -> dict[str, Any]:
+    """This process's PROVENANCE_COLUMNS and HARDWARE_COLUMNS, training on `device` (the run's `device`)."""
     commit, dirty = code_version()
-    return {"code_commit": commit, "code_dirty": dirty, "versions": library_versions()}
+    return {
+        "code_commit": commit,
+        "code_dirty": dirty,
+        "versions": library_versions(),
+        "cpu": cpu_model(),
+        "kernels": kernels_in_force(),
+        "threads": torch.get_num_threads(),
+        "device": device_name(device),
+    }
 
 
 def merged_provenance(earlier: list[dict[str, Any]], now: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,11 +87,13 @@ def merged_provenance(earlier: list[dict[str, Any]], now: dict[str, Any]) -> lis
 
 
 def tidy_provenance(processes: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run's PROVENANCE_COLUMNS: each one's distinct values over its processes, `+`-joined; empty for a
-    run recorded before summary.json kept them."""
+    """A run's PROVENANCE_COLUMNS and HARDWARE_COLUMNS: each one's distinct values over its processes,
+    `+`-joined; empty for a run recorded before summary.json kept them (a process recorded before runs named
+    their hardware is `unknown` there)."""
 
     def joined(column: str) -> Any:
-        values = list(dict.fromkeys(str(process[column]) for process in processes))
-        return "+".join(values) if values else None
+        if not any(column in process for process in processes):
+            return None
+        return "+".join(dict.fromkeys(str(process.get(column, UNKNOWN)) for process in processes))
 
-    return {column: joined(column) for column in PROVENANCE_COLUMNS}
+    return {column: joined(column) for column in PROVENANCE_COLUMNS + HARDWARE_COLUMNS}

@@ -90,7 +90,7 @@ def train_stacked(runs: list[SeedRun]) -> list[dict[str, Any]]:
 def _train_seeds(runs: list[SeedRun], trainers: list[Trainer], signals: StopSignals) -> list[dict[str, Any]]:
     first, rounds = runs[0].cfg, runs[0].cfg.env.rounds
     loggers: list[RunLogger] = []
-    processes = [run_processes(run.run_dir, run.resume) for run in runs]
+    processes = [run_processes(run.run_dir, run.resume, run.cfg.device) for run in runs]
     in_round = start = min(run.start for run in runs)
     summaries: list[dict[str, Any]] = []
     exit_code = 1
