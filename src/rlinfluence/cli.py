@@ -48,13 +48,17 @@ FAILED = 1  # a run stopped by a round it cannot train on (round.RoundFailed), s
 def run_task(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Validate, then dispatch on `task`. Separate from the Hydra wrapper so tests can call it; `run_dir`
     defaults to the config's own (tests pass a temporary one)."""
+    from rlinfluence.batch.engine import STACKED
     from rlinfluence.run import rundir
     from rlinfluence.run.lifecycle import start_training
+    from rlinfluence.run.stacked import start_stacked
     from rlinfluence.validation import validate
 
     validate(cfg)
     if cfg.task != TRAIN:
         return load_task(cfg.task)(cfg)
+    if cfg.engine == STACKED:  # its seeds' run dirs under runs_root: validation refuses any other task
+        return start_stacked(cfg)
     return start_training(cfg, run_dir or rundir.run_dir(cfg))
 
 
@@ -129,6 +133,32 @@ def sweep_overrides(argv: list[str]) -> list[str] | None:
     return args.overrides if args.multirun and not any(flags) else None
 
 
+def pack_seeds(overrides: list[str]) -> list[str]:
+    """`-m ... engine=stacked seed=<choice or range>`: each config's seeds in one process, as one job with
+    seeds=[...] instead of a job per seed. Other sweeps are left as they are (a seed swept by an overlay's
+    hydra.sweeper.params runs a stacked job per seed)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlinfluence.batch.engine import STACKED
+
+    try:
+        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(overrides)}
+    except HydraException:
+        return overrides  # Hydra says what is wrong with it
+    engine, seed = parsed.get("engine"), parsed.get("seed")
+    if engine is None or engine.is_sweep_override() or engine.value() != STACKED or seed is None:
+        return overrides
+    if not seed.is_sweep_override():
+        return overrides
+    if "seeds" in parsed or not seed.is_discrete_sweep():
+        refuse(
+            f"config error: engine=stacked packs {seed.input_line} into seeds=[...]: give the seeds as a choice "
+            "(seed=0,1,2) or range (seed='range(8)'), and not with seeds="
+        )
+    seeds = ",".join(seed.sweep_string_iterator())
+    return [f"seeds=[{seeds}]" if override == seed.input_line else override for override in overrides]
+
+
 def check_sweep(overrides: list[str]) -> list[SweepJob]:
     """Compose and check every job of the sweep before the first one starts (a bad value in job 5 must
     not be found after jobs 1-4 have trained): one line and exit 2 on the first that cannot run, with
@@ -138,6 +168,7 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
     from rlinfluence.run import rundir
     from rlinfluence.run.checkpoint import RunDirError
     from rlinfluence.run.lifecycle import check_run
+    from rlinfluence.run.stacked import seed_configs
     from rlinfluence.validation import validate
 
     with Composer() as composer:
@@ -157,9 +188,9 @@ def check_sweep(overrides: list[str]) -> list[SweepJob]:
             named = f"(sweep job {' '.join(o for o in job if o not in shared)})"
             try:
                 validate(cfg)
-                if cfg.task == TRAIN:
-                    run_dir = rundir.run_dir(cfg)
-                    resume = check_run(cfg, run_dir)
+                for run_cfg in seed_configs(cfg) if cfg.task == TRAIN else ():  # engine=stacked: a run per seed
+                    run_dir = rundir.run_dir(run_cfg)
+                    resume = check_run(run_cfg, run_dir)
                     plan = SKIPPED if resume is None else RESUMED if resume.checkpoint else TRAINED
                     planned.append(SweepJob(run_dir, plan))
             except ConfigError as error:
@@ -192,7 +223,10 @@ def main() -> None:
     try:
         overrides = sweep_overrides(sys.argv[1:])
         if overrides is not None:
-            jobs = check_sweep(overrides)
+            packed = pack_seeds(overrides)
+            # Hydra reads the command line: the packed override replaces the seed sweep there too
+            sys.argv = [packed[overrides.index(arg)] if arg in overrides else arg for arg in sys.argv]
+            jobs = check_sweep(packed)
         hydra_app()
     except HydraException as error:
         if traceback_wanted:

@@ -190,11 +190,18 @@ def run_round(agent: Agent, k: int) -> dict[str, Any]:
     watch.lap("time_update")
     fields |= evaluation(agent, k)
     watch.lap("time_eval")
-    scores, n = influence.scores, len(records)
+    return round_row(agent, k, records, selection, influence.scores, fields | watch.times)
+
+
+# records: Any, as an unparameterised Agent's are: a corrupted run's are PlantedRecords (round_detection's)
+def round_row(
+    agent: Agent, k: int, records: Any, selection: Selection, scores: np.ndarray | None, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """Round k's metrics row: the stages' `fields` and times, and what the records and selection say."""
+    n = len(records)
     row = metrics_row(
         agent,
         fields
-        | watch.times
         | {
             "round": k,
             "env_steps": k * n,

@@ -17,6 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import influence
+from rlinfluence.batch.engine import check_engine
 from rlinfluence.choices import require, require_one_of
 from rlinfluence.config.keys import check_settings
 from rlinfluence.config.paths import check_folder_name, check_writable
@@ -146,6 +147,7 @@ def validate(cfg: DictConfig) -> None:
         f"device={cfg.device!r} is not available here (cpu{', cuda' if torch.cuda.is_available() else ''})",
     )
     agent_class(cfg.env.agent).check_config(cfg)  # the env, targets, models and data it can run with
+    check_engine(cfg)
     if cfg.task == TRAIN:
         check_writable("runs_root", cfg.runs_root)
     check_task(cfg)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import cast
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -118,3 +119,21 @@ class StackedActorCritic(nn.Module):
         return {
             key: value for name, layer in named for key, value in cast(StackedLinear, layer).seed_state(k, name).items()
         }
+
+
+class SeedCritic:
+    """Seed k of a stack as a rollout computes its records with it (control/collect.py's Critic): numpy in,
+    numpy out, through the stack's kernels (a slice's bits do not depend on the stack's other seeds)."""
+
+    def __init__(self, model: StackedActorCritic, k: int):
+        self.model, self.seeds = model, torch.tensor([k])
+
+    @torch.no_grad()
+    def values_and_log_probs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, values = self.model(torch.as_tensor(obs).unsqueeze(0), self.seeds)
+        log_prob, _ = self.model.log_prob_entropy(logits, torch.as_tensor(actions).unsqueeze(0))
+        return values[0].numpy(), log_prob[0].numpy()
+
+    @torch.no_grad()
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        return self.model(torch.as_tensor(obs).unsqueeze(0), self.seeds)[1][0].numpy()

@@ -9,7 +9,7 @@ envs are deterministic given the reset seed and the actions.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -96,6 +96,93 @@ class TrainEnvs:
             env.close()
 
 
+class Critic(Protocol):
+    """What a rollout's records are computed with at θ_k: an ActorCritic, or one seed of a stack (batch/)."""
+
+    def values_and_log_probs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def values(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+class Rollout:
+    """One round's rollout of `envs` in progress, step by step: `collect_rollout` steps it with one network; the
+    stacked engine (batch/engine.py) steps several seeds' rollouts with one forward for all of them. `noise`:
+    the round's action noise, [n_steps, n_envs, ...] (action_head.draw_noise)."""
+
+    def __init__(self, envs: TrainEnvs, n_steps: int, noise: torch.Tensor):
+        n_envs = len(envs.envs)
+        self.envs, self.n_steps, self.noise = envs, n_steps, noise
+        self.obs = np.zeros((n_steps, n_envs, *space_shape(envs.observation_space)), envs.observation_space.dtype)
+        self.action_shape = space_shape(envs.action_space)
+        self.actions = np.zeros((n_steps, n_envs, *self.action_shape), np.float32)
+        self.rewards, self.dones = np.zeros((n_steps, n_envs), np.float32), np.zeros((n_steps, n_envs), np.float32)
+        self.truncations: list[tuple[int, int, np.ndarray]] = []  # (t, env, final obs) to bootstrap from
+        self.state_keys = np.zeros((n_steps, n_envs), np.int64) if envs.state_key else None
+
+    def observe(self, t: int) -> np.ndarray:
+        """Step t's observations, one per env (recorded with the envs' discrete states)."""
+        self.obs[t] = np.stack(self.envs.obs)
+        if self.envs.state_key is not None and self.state_keys is not None:
+            self.state_keys[t] = [self.envs.state_key(env) for env in self.envs.envs]
+        return self.obs[t]
+
+    def act(self, t: int, actions: np.ndarray) -> None:
+        """Step every env with its action of step t."""
+        self.actions[t] = actions
+        for i in range(len(self.envs.envs)):
+            self.rewards[t, i], terminated, truncated, final_obs = self.envs.step(i, self.actions[t, i])
+            self.dones[t, i] = float(terminated or truncated)
+            if truncated and not terminated:
+                self.truncations.append((t, i, final_obs))
+
+    @torch.no_grad()
+    def run(self, model: ActorCritic) -> None:
+        """Every step, each one's actions sampled by `model` from the round's noise."""
+        for t in range(self.n_steps):
+            self.act(t, model.sample_actions(self.observe(t), self.noise[t]))
+
+    @torch.no_grad()
+    def finish(
+        self, model: Critic, gamma: float, gae_lambda: float, negated_rewards: torch.Tensor | None = None
+    ) -> RolloutBuffer:
+        """The records, their values and log-probs computed by `model` in one batched pass (same θ_k), which
+        keeps the per-step work to the policy head alone. `negated_rewards` (bool per record id;
+        corruption.kind=reward) negates those records' env rewards before GAE."""
+        n_steps, n_envs = self.rewards.shape
+        rewards, action_shape = self.rewards, self.action_shape
+        values, log_probs = model.values_and_log_probs(
+            self.obs.reshape(n_steps * n_envs, *self.obs.shape[2:]),
+            self.actions.reshape(n_steps * n_envs, *action_shape),
+        )
+        values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
+        if negated_rewards is not None:  # the env's reward only: a truncation's bootstrap below stays a true value
+            grid = negated_rewards.numpy().reshape(n_envs, n_steps).T
+            rewards[grid] = -rewards[grid]
+        if self.truncations:
+            # Time-limit truncation is not a real end: bootstrap from the final observation's value.
+            final_values = model.values(np.stack([final for _, _, final in self.truncations]))
+            for (t, i, _), value in zip(self.truncations, final_values):
+                rewards[t, i] += gamma * value
+        last_values = model.values(np.stack(self.envs.obs))
+        advantages, deltas = compute_gae(rewards, values, self.dones, last_values, gamma, gae_lambda)
+        steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
+        env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
+        return RolloutBuffer(
+            obs=env_major(self.obs),
+            actions=env_major(self.actions),
+            log_probs=env_major(log_probs),
+            values=env_major(values),
+            rewards=env_major(rewards),
+            dones=env_major(self.dones),
+            advantages=env_major(advantages),
+            returns=env_major(advantages + values),
+            deltas=env_major(deltas),
+            env_index=env_major(env_index.copy()),
+            step=env_major(steps.copy()),
+            state_keys=None if self.state_keys is None else env_major(self.state_keys),
+        )
+
+
 @torch.no_grad()
 def collect_rollout(
     model: ActorCritic,
@@ -106,57 +193,7 @@ def collect_rollout(
     generator: torch.Generator,
     negated_rewards: torch.Tensor | None = None,
 ) -> RolloutBuffer:
-    """Step the envs with the current policy; values and log-probs are computed afterwards in one
-    batched pass (same θ_k), which keeps the per-step work to the policy head alone. `negated_rewards`
-    (bool per record id; corruption.kind=reward) negates those records' env rewards before GAE."""
-    n_envs = len(envs.envs)
-    obs_buf = np.zeros((n_steps, n_envs, *space_shape(envs.observation_space)), envs.observation_space.dtype)
-    action_shape = space_shape(envs.action_space)
-    actions_buf = np.zeros((n_steps, n_envs, *action_shape), np.float32)
-    rewards, dones = np.zeros((n_steps, n_envs), np.float32), np.zeros((n_steps, n_envs), np.float32)
-    truncations: list[tuple[int, int, np.ndarray]] = []  # (t, env, final obs) to bootstrap from
-    noise = model.action_head.draw_noise((n_steps, n_envs), generator)
-    state_key = envs.state_key
-    state_keys = np.zeros((n_steps, n_envs), np.int64) if state_key else None
-
-    for t in range(n_steps):
-        obs_buf[t] = np.stack(envs.obs)
-        if state_key is not None and state_keys is not None:
-            state_keys[t] = [state_key(env) for env in envs.envs]
-        actions_buf[t] = model.sample_actions(obs_buf[t], noise[t])
-        for i in range(n_envs):
-            rewards[t, i], terminated, truncated, final_obs = envs.step(i, actions_buf[t, i])
-            dones[t, i] = float(terminated or truncated)
-            if truncated and not terminated:
-                truncations.append((t, i, final_obs))
-
-    values, log_probs = model.values_and_log_probs(
-        obs_buf.reshape(n_steps * n_envs, *obs_buf.shape[2:]), actions_buf.reshape(n_steps * n_envs, *action_shape)
-    )
-    values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
-    if negated_rewards is not None:  # the env's reward only: a truncation's bootstrap below stays a true value
-        grid = negated_rewards.numpy().reshape(n_envs, n_steps).T
-        rewards[grid] = -rewards[grid]
-    if truncations:
-        # Time-limit truncation is not a real end: bootstrap from the final observation's value.
-        final_values = model.values(np.stack([final for _, _, final in truncations]))
-        for (t, i, _), value in zip(truncations, final_values):
-            rewards[t, i] += gamma * value
-    last_values = model.values(np.stack(envs.obs))
-    advantages, deltas = compute_gae(rewards, values, dones, last_values, gamma, gae_lambda)
-    steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
-    env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
-    return RolloutBuffer(
-        obs=env_major(obs_buf),
-        actions=env_major(actions_buf),
-        log_probs=env_major(log_probs),
-        values=env_major(values),
-        rewards=env_major(rewards),
-        dones=env_major(dones),
-        advantages=env_major(advantages),
-        returns=env_major(advantages + values),
-        deltas=env_major(deltas),
-        env_index=env_major(env_index.copy()),
-        step=env_major(steps.copy()),
-        state_keys=None if state_keys is None else env_major(state_keys),
-    )
+    """Step the envs with the current policy for n_steps, then compute the records (Rollout)."""
+    rollout = Rollout(envs, n_steps, model.action_head.draw_noise((n_steps, len(envs.envs)), generator))
+    rollout.run(model)
+    return rollout.finish(model, gamma, gae_lambda, negated_rewards)

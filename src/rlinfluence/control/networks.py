@@ -50,7 +50,8 @@ class CategoricalHead(nn.Module):
         uniform = torch.rand((*batch_shape, self.linear.out_features), generator=generator)
         return -torch.log(-torch.log(uniform.clamp_min(1e-20)))
 
-    def sample(self, logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    @staticmethod  # as log_prob_entropy: the stacked engine samples all seeds' actions from their stacked logits
+    def sample(logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         return (logits + noise).argmax(-1).float()
 
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.collect import TrainEnvs, collect_rollout
+from rlinfluence.control.collect import Critic, Rollout, TrainEnvs
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.control.fit import check_action_target, check_env
 from rlinfluence.control.networks import ActorCritic
@@ -86,19 +86,27 @@ class Trainer:
 
     def collect(self, k: int) -> RolloutBuffer:
         """Round k's rollout; the envs and RNGs carry on from the round before (k names the round only)."""
+        rollout = self.start_rollout()
+        rollout.run(self.model)
+        return self.rollout_records(k, rollout, self.model)
+
+    def start_rollout(self) -> Rollout:
+        """The round's rollout before its first step: the collection protocol applied, its action noise drawn."""
         if self.cfg.collection.repeat_action_noise:
             self.action_generator.set_state(self.first_action_state)
         self.envs.finished_returns.clear()
         self.envs.start_round()
+        shape = (self.cfg.env.n_steps, self.cfg.env.n_envs)
+        return Rollout(self.envs, self.cfg.env.n_steps, self.model.action_head.draw_noise(shape, self.action_generator))
+
+    def rollout_records(self, k: int, rollout: Rollout, critic: Critic) -> RolloutBuffer:
+        """Round k's records of a finished rollout, computed with `critic`; its planted ones corrupted."""
         corruption = self.cfg.corruption
         planted = planted_records(self.cfg.seed, k, self.cfg.env.n_envs * self.cfg.env.n_steps, corruption.fraction)
-        buffer = collect_rollout(
-            self.model,
-            self.envs,
-            self.cfg.env.n_steps,
+        buffer = rollout.finish(
+            critic,
             self.cfg.ppo.gamma,
             self.cfg.ppo.gae_lambda,
-            self.action_generator,
             negated_rewards=planted if corruption.kind == REWARD else None,
         )
         buffer.planted = planted
@@ -107,7 +115,7 @@ class Trainer:
         return buffer
 
     def forward(self, k: int, buffer: RolloutBuffer) -> dict[str, float]:
-        """Nothing: collect_rollout computes the log-probs, values and advantages at θ_k."""
+        """Nothing: the rollout computes the log-probs, values and advantages at θ_k."""
         return {}
 
     def train_return(self, buffer: RolloutBuffer) -> float:

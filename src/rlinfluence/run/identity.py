@@ -48,6 +48,7 @@ NOT_RESULT_AFFECTING = (
     "checkpoint",
     "analysis",
     "replay",
+    "seeds",  # engine=stacked: which seeds share a process does not change any seed's numbers (batch invariance)
 )
 # Compared elsewhere: keys that only feed an interpolation (env.p -> method.p, env.lr -> optimizer.lr,
 # env.eval_episodes -> eval.episodes), and the method's name, p, variant and granularity, which its tag in

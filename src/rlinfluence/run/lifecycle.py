@@ -39,12 +39,25 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
     """Checks the run dir, creates it, trains; says which run dir and final test return either way."""
     resume = check_run(cfg, run_dir)
     if resume is None:
-        print(
-            f"rlinfluence: {run_dir} is already finished, final test return {final_test_return(run_dir)} "
-            f"(force=true reruns it)",
-            file=sys.stderr,
-        )
+        announce_finished(run_dir)
         return None
+    prepare_run(cfg, run_dir, resume)
+    summary = train(cfg, run_dir, resume)
+    announce_trained(run_dir, summary)
+    return summary
+
+
+def announce_finished(run_dir: Path) -> None:
+    print(
+        f"rlinfluence: {run_dir} is already finished, final test return {final_test_return(run_dir)} "
+        f"(force=true reruns it)",
+        file=sys.stderr,
+    )
+
+
+def prepare_run(cfg: DictConfig, run_dir: Path, resume: Resume) -> None:
+    """A checked run's first writes: its dir (emptied of a previous attempt with force=true), identity and
+    invocation record."""
     rundir.create_run_dir(run_dir, cfg.runs_root)
     if cfg.force:
         reset_run(run_dir)
@@ -53,13 +66,14 @@ def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
     announce_env_optimizer(cfg)
     if resume.checkpoint is None:  # a resume names its run dir as it loads the checkpoint (run/loop.py)
         print(f"rlinfluence: training {run_dir} (env.rounds={cfg.env.rounds})", file=sys.stderr)
-    summary = train(cfg, run_dir, resume)
+
+
+def announce_trained(run_dir: Path, summary: dict) -> None:
     print(
         f"rlinfluence: trained {run_dir} (env.rounds={summary['rounds']}), final test return "
         f"{final_test_return(run_dir)}",
         file=sys.stderr,
     )
-    return summary
 
 
 def announce_env_optimizer(cfg: DictConfig) -> None:

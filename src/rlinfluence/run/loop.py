@@ -57,7 +57,7 @@ def _summary(
     }
 
 
-def _processes(run_dir: Path, resume: Resume, device: str) -> list[dict[str, Any]]:
+def run_processes(run_dir: Path, resume: Resume, device: str) -> list[dict[str, Any]]:
     """The provenance of the processes that trained the run so far, this one last (run/provenance.py); a
     summary.json lost with a kill loses only the earlier processes' entries."""
     path = run_dir / SUMMARY
@@ -101,7 +101,7 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None
         try:
             trainer = make_agent(cfg)
         except Interrupted as stop:
-            raise _interrupted(stop, start, cfg) from None
+            raise interrupted(stop, start, cfg) from None
         try:
             return _train_rounds(
                 cfg, run_dir, resume, trainer, start, signals, cfg.env.rounds if last_round is None else last_round
@@ -115,7 +115,7 @@ def _rounds_done(k: int) -> str:
     return "no round is done" if k == 0 else "round 0 is done" if k == 1 else f"rounds 0-{k - 1} are done"
 
 
-def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
+def interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
     return RunInterrupted(
         f"interrupted in round {k} of {cfg.env.rounds} ({_rounds_done(k)}); rerun the same command to resume at "
         f"round {k}",
@@ -123,22 +123,49 @@ def _interrupted(stop: Interrupted, k: int, cfg: DictConfig) -> RunInterrupted:
     )
 
 
-def _resuming(run_dir: Path, k: int, cfg: DictConfig) -> str:
+def resuming(run_dir: Path, k: int, cfg: DictConfig) -> str:
     if k > cfg.env.rounds:  # stopped after its last round's writes, before it was marked finished
         return f"resuming {run_dir}: {_rounds_done(k)}, none is left to train"
     return f"resuming {run_dir} at round {k} of {cfg.env.rounds} ({_rounds_done(k)})"
 
 
+def run_name(cfg: DictConfig) -> str:
+    """The run's name on its progress bar and in W&B."""
+    return f"{env_folder(cfg)}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
+
+
+def write_round(
+    cfg: DictConfig, run_dir: Path, logger: RunLogger, trainer: Agent, k: int, row: dict[str, Any], processes: list
+) -> None:
+    """Round k's row, checkpoint and summary; the caller defers signals around them (all of them or none)."""
+    logger.log(row)
+    state = trainer.state_dict(k)
+    if cfg.checkpoint.snapshots:
+        save_snapshot(run_dir, state)
+    save_checkpoint(run_dir, state)
+    write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, False, processes))
+
+
+def write_end(cfg: DictConfig, run_dir: Path, logger: RunLogger, last_round: int, processes: list) -> dict[str, Any]:
+    """The summary of a run stopped after `last_round`, and DONE when that is its last round; the summary."""
+    done = last_round == cfg.env.rounds
+    summary = _summary(cfg, last_round, logger.last_test_return, done, processes)
+    write_json(run_dir / SUMMARY, summary)
+    if done:
+        (run_dir / DONE).touch()
+    return summary
+
+
 def _train_rounds(
     cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int, signals: StopSignals, last_round: int
 ) -> dict[str, Any]:
-    name = f"{env_folder(cfg)}-{run_leaf(cfg)}-{cfg.optimizer.name}-seed{cfg.seed}"
+    name = run_name(cfg)
     in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
-    processes = _processes(run_dir, resume, cfg.device)
+    processes = run_processes(run_dir, resume, cfg.device)
     try:
         if resume.checkpoint:
             trainer.load_state_dict(resume.checkpoint)
-            print(f"rlinfluence: {_resuming(run_dir, start, cfg)}", file=sys.stderr)
+            print(f"rlinfluence: {resuming(run_dir, start, cfg)}", file=sys.stderr)
         with signals.deferred():  # it rewrites metrics.csv with the rows it keeps
             logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
         # The bar starts after W&B has started: its first line would otherwise follow the bar's, on the bar's line.
@@ -153,25 +180,16 @@ def _train_rounds(
             for k in progress:
                 row = initial_row(trainer) if k == 0 else run_round(trainer, k)
                 with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
-                    logger.log(row)
-                    state = trainer.state_dict(k)
-                    if cfg.checkpoint.snapshots:
-                        save_snapshot(run_dir, state)
-                    save_checkpoint(run_dir, state)
-                    write_json(run_dir / SUMMARY, _summary(cfg, k, logger.last_test_return, False, processes))
+                    write_round(cfg, run_dir, logger, trainer, k, row, processes)
                     in_round = k + 1  # a signal held back during these writes stops the next round
                 progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
-        done = last_round == cfg.env.rounds
         with signals.deferred():
-            summary = _summary(cfg, last_round, logger.last_test_return, done, processes)
-            write_json(run_dir / SUMMARY, summary)
-            if done:
-                (run_dir / DONE).touch()
+            summary = write_end(cfg, run_dir, logger, last_round, processes)
         exit_code = 0
         return summary
     except Interrupted as stop:
         if summary is None:
-            raise _interrupted(stop, in_round, cfg) from None
+            raise interrupted(stop, in_round, cfg) from None
         exit_code = 0  # the signal came during the last writes: the run has finished
         return summary
     finally:

@@ -1,0 +1,145 @@
+"""engine=stacked: the seeds of one control config trained together, round by round, in one process.
+
+Each seed is today's control agent (control/trainer.py's Trainer, built from the seed's config): its envs,
+evaluation envs, RNG streams and checkpoint are today's, so its collection, selection and evaluation draw
+exactly what today's engine draws (arms stay paired by common random numbers). The seeds' actor-critics are
+stacked for the round (batch/networks.py): one forward per collection step samples every seed's actions,
+and the round's records, influence and PPO update are computed once for all seeds (batch/influence.py,
+batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`), seed after seed. The
+stack's kernels round unlike today's, so a stacked seed is its own numerics (engine=stacked in its
+identity), and they give a seed the same bits whichever seeds run beside it (tests/batch/test_engine.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from rlinfluence.batch.influence import stacked_influence_scores
+from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
+from rlinfluence.batch.update import stacked_ppo_update
+from rlinfluence.choices import ConfigError, require, require_one_of
+from rlinfluence.control.networks import CategoricalHead
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.envs.make import make_env
+from rlinfluence.records import RolloutBuffer
+from rlinfluence.round import Stopwatch, check_finite_scores, evaluation, round_row
+from rlinfluence.selection import EPISODE
+from rlinfluence.share import FilterShare
+from rlinfluence.update import make_optimizer
+
+DEFAULT, STACKED = "default", "stacked"
+ENGINES = (DEFAULT, STACKED)
+STACKED_METHODS = ("ppo", "iif", "random")
+# The settings whose non-default values the stacked round does not implement: key, the value it runs.
+STACKED_ONLY = (
+    ("task", "train"),
+    ("env.agent", "control"),
+    ("env.network.kind", "mlp"),
+    ("optimizer.name", "sgd"),
+    ("target.name", "return"),
+    ("influence.backend", "jvp"),
+    ("influence.normalization", "buffer"),
+    ("influence.preconditioner", "none"),
+    ("influence.checkpoints", "round_start"),
+    ("corruption.fraction", 0.0),
+    ("device", "cpu"),
+    ("logger.mode", "disabled"),  # W&B mirrors one run per process (wandb.init's reinit finishes the previous)
+)
+
+
+def seed_list(cfg: DictConfig) -> list[int]:
+    """The seeds of an engine=stacked command: `seeds`, or `seed` alone."""
+    return [cfg.seed] if cfg.seeds is None else list(cfg.seeds)
+
+
+def check_engine(cfg: DictConfig) -> None:
+    """One line (ConfigError) for an engine, a seed list or a setting the stacked engine cannot run."""
+    require_one_of("engine", cfg.engine, ENGINES)
+    if cfg.engine == DEFAULT:
+        if cfg.seeds is not None:
+            raise ConfigError(f"seeds={list(cfg.seeds)} lists the seeds of engine=stacked: add engine=stacked")
+        return
+    seeds = seed_list(cfg)
+    require(
+        len(seeds) > 0 and all(seed >= 0 for seed in seeds) and len(set(seeds)) == len(seeds),
+        f"seeds={seeds} must list distinct seeds >= 0",
+    )
+    for key, value in STACKED_ONLY:
+        actual = OmegaConf.select(cfg, key)
+        require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}")
+    require(
+        cfg.method.name in STACKED_METHODS,
+        f"engine=stacked runs method={', '.join(STACKED_METHODS)}; method={cfg.method.name} runs on engine=default",
+    )
+    p, granularity = cfg.method.get("p"), cfg.method.get("granularity")
+    require(
+        granularity != EPISODE and (p is None or not FilterShare.parse(p, "method.p", auto=True).is_auto),
+        "engine=stacked runs method.p=<percent> per record; method.p=auto and method.granularity=episode run on "
+        "engine=default",
+    )
+    env = make_env(cfg.env)
+    action_space = env.action_space
+    env.close()
+    require(
+        isinstance(action_space, gym.spaces.Discrete),
+        f"engine=stacked runs discrete actions only; env={cfg.env.name} has {action_space}",
+    )
+
+
+@torch.no_grad()
+def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) -> list[RolloutBuffer]:
+    """Each seed's round-k rollout (Trainer.collect's), every step's actions of all seeds from one forward."""
+    rollouts = [trainer.start_rollout() for trainer in trainers]
+    for t in range(rollouts[0].n_steps):
+        obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]))
+        noise = torch.stack([rollout.noise[t] for rollout in rollouts])
+        for rollout, actions in zip(rollouts, CategoricalHead.sample(model.policy_logits(obs), noise).numpy()):
+            rollout.act(t, actions)
+    return [
+        trainer.rollout_records(k, rollout, SeedCritic(model, i))
+        for i, (trainer, rollout) in enumerate(zip(trainers, rollouts))
+    ]
+
+
+def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
+    """Round k of each seed's run (round.run_round's stages), the influence and update of all seeds at once; the
+    seeds' metrics rows. A stage's seconds are the batch's, shared equally among its seeds."""
+    watch = Stopwatch()
+    first = trainers[0]  # the seeds differ in their seed alone: every other setting is the first's
+    model = StackedActorCritic([trainer.model for trainer in trainers])
+    records = stacked_collect(model, trainers, k)
+    watch.lap("time_collect")
+    ppo = first.ppo_settings(k)
+    scores = [None] * len(trainers)
+    if first.method.needs_scores:
+        stacked = stacked_influence_scores(model, records, first.target, ppo, first.cfg.influence.chunk_size)
+        scores = list(stacked.numpy())
+    for seed_scores in scores:
+        check_finite_scores(k, seed_scores)
+    watch.lap("time_influence")
+    selections = [
+        trainer.method.select(buffer, seed_scores, trainer.selection_rng)
+        for trainer, buffer, seed_scores in zip(trainers, records, scores)
+    ]
+    watch.lap("time_select")
+    optimizer = make_optimizer(first.cfg.optimizer, model.parameters())
+    for group in optimizer.param_groups:
+        group["lr"] = first.learning_rate(k)
+    stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers])
+    for i, trainer in enumerate(trainers):  # each seed's own network collects and evaluates, and is checkpointed
+        trainer.model.load_state_dict(model.seed_state_dict(i))
+    watch.lap("time_update")
+    evaluations = [evaluation(trainer, k) for trainer in trainers]
+    watch.lap("time_eval")
+    shares = {column: seconds / len(trainers) for column, seconds in watch.times.items()}
+    return [
+        round_row(trainer, k, buffer, selection, seed_scores, seed_stats | seed_evaluation | shares)
+        for trainer, buffer, selection, seed_scores, seed_stats, seed_evaluation in zip(
+            trainers, records, selections, scores, stats, evaluations
+        )
+    ]

@@ -1,0 +1,173 @@
+"""engine=stacked from the command line: each seed its own run (dir, identity, metrics), the same bits alone
+or among other seeds in any order, resumed each from its own round after kill -9, and one line for what it
+cannot run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
+from rlinfluence.cli import run_task
+from rlinfluence.run import rundir
+from rlinfluence.run.identity import IDENTITY
+
+STACKED = ("engine=stacked", "env.rounds=3")
+
+
+def seed_dir(runs_root: Path, seed: int) -> Path:
+    [path] = runs_root.rglob(f"seed{seed}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "env, method",
+    [("frozenlake", "ppo"), ("frozenlake", "iif"), ("frozenlake", "random"), ("acrobot", "ppo"), ("acrobot", "iif")],
+)
+def test_a_seeds_metrics_are_the_same_alone_or_among_others_in_another_order(tmp_path, env, method):
+    run_task(tiny(tmp_path / "alone", *STACKED, f"env={env}", f"method={method}", "seed=1"))
+    run_task(tiny(tmp_path / "batch", *STACKED, f"env={env}", f"method={method}", "seeds=[3,1,0,2]"))
+    alone = metrics_rows(seed_dir(tmp_path / "alone", 1), timings=False)
+    assert len(alone) == 4
+    assert alone == metrics_rows(seed_dir(tmp_path / "batch", 1), timings=False)
+    others = [metrics_rows(seed_dir(tmp_path / "batch", seed), timings=False) for seed in (0, 2, 3)]
+    assert all(rows != alone for rows in others)  # the seeds are runs of their own, not copies
+
+
+def test_each_seed_is_a_run_of_its_own_whose_identity_names_the_engine(tmp_path):
+    cfg = tiny(tmp_path, *STACKED, "seeds=[0,2]")
+    run_task(cfg)
+    for seed in (0, 2):
+        path = seed_dir(tmp_path, seed)
+        assert {"identity.json", "metrics.csv", "summary.json", "checkpoint.pt", "DONE"} <= {
+            p.name for p in path.iterdir()
+        }
+        identity = json.loads((path / IDENTITY).read_text())
+        assert identity["settings"]["engine"] == "stacked" and identity["non_default"]["engine"] == "stacked"
+        assert "seeds" not in identity["settings"]  # which seeds share a process is not a seed's setting
+        assert json.loads((path / "summary.json").read_text())["seed"] == seed
+    # today's engine's run of the same settings has another run dir
+    default = rundir.run_dir(tiny(tmp_path, "env.rounds=3", "seed=0"))
+    assert default.parent != seed_dir(tmp_path, 0).parent and not default.exists()
+
+
+def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_path):
+    run_task(tiny(tmp_path, *STACKED, "seeds=[0,1]"))
+    before = (seed_dir(tmp_path, 0) / "metrics.csv").read_text()
+    run_task(tiny(tmp_path, *STACKED, "seeds=[0,1,2]"))
+    assert (seed_dir(tmp_path, 0) / "metrics.csv").read_text() == before  # finished: not trained again
+    assert len(metrics_rows(seed_dir(tmp_path, 2))) == 4
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["method=consensus"], "engine=stacked runs method=ppo, iif, random; method=consensus runs on engine=default"),
+        (["method=iif_auto"], "method.p=auto and method.granularity=episode run on engine=default"),
+        (["env=minigrid"], "engine=stacked runs env.network.kind=mlp only; this command has env.network.kind=cnn"),
+        (["optimizer=adam"], "engine=stacked runs optimizer.name=sgd only; this command has optimizer.name=adam"),
+        (["logger=wandb"], "engine=stacked runs logger.mode=disabled only; this command has logger.mode=offline"),
+        (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
+        (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
+    ],
+)
+def test_what_the_stacked_engine_cannot_run_is_refused_in_one_line(overrides, message):
+    assert message in config_refusal("debug=smoke", "engine=stacked", *overrides)
+
+
+def test_continuous_actions_are_refused():
+    refused = config_refusal("debug=smoke", "engine=stacked", "env=gym", "env.id=Pendulum-v1")
+    assert refused.startswith("engine=stacked runs discrete actions only; env=gym has Box(")
+
+
+def test_seeds_without_the_stacked_engine_are_refused():
+    assert (
+        config_refusal("debug=smoke", "seeds=[0,1]")
+        == "seeds=[0, 1] lists the seeds of engine=stacked: add engine=stacked"
+    )
+
+
+def test_a_refused_stacked_command_writes_nothing(tmp_path):
+    result = cli_run(tmp_path, "debug=smoke", "engine=stacked", "seeds=[0,1]", "method=consensus")
+    assert "method=consensus runs on engine=default" in cli_refusal(result)
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+ROUNDS = 6
+
+
+def command(runs_root: Path, seeds: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "rlinfluence",
+        "engine=stacked",
+        f"seeds={seeds}",
+        "method=iif",
+        "env.n_steps=256",
+        f"env.rounds={ROUNDS}",
+        "eval.episodes=8",
+        "eval.n_parallel=4",
+        "logger=disabled",
+        "progress=false",
+        f"runs_root={runs_root}",
+    ]
+
+
+def rounds_logged(runs_root: Path, seed: int) -> int:
+    paths = list(runs_root.rglob(f"seed{seed}/metrics.csv"))
+    return max(len(paths[0].read_text().splitlines()) - 1, 0) if paths else 0
+
+
+def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int) -> str:
+    """The batch `seeds`, sent `signal_number` once `seed` has logged `rounds` rounds; its last line on stderr."""
+    process = subprocess.Popen(command(runs_root, seeds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while rounds_logged(runs_root, seed) < rounds and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(process.pid, signal_number)
+    _, stderr = process.communicate()
+    assert process.returncode == (130 if signal_number == signal.SIGINT else -signal.SIGKILL), stderr
+    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
+
+
+@pytest.mark.slow
+def test_a_batch_interrupted_or_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path):
+    reference = tmp_path / "reference"
+    subprocess.run(command(reference, "[0,1,2]"), check=True, capture_output=True, timeout=300)
+    interrupted = tmp_path / "interrupted"
+    stopped = run_until_stopped(interrupted, "[1]", 1, 3, signal.SIGINT)  # seed 1 ahead of the others
+    assert stopped.startswith("rlinfluence: interrupted in round ") and "rerun the same command" in stopped
+    run_until_stopped(interrupted, "[0,1,2]", 0, 2, signal.SIGKILL)
+    assert rounds_logged(interrupted, 1) > rounds_logged(interrupted, 0)
+    assert rounds_logged(interrupted, 1) < ROUNDS + 1, "the batch finished before it could be killed"
+    subprocess.run(command(interrupted, "[0,1,2]"), check=True, capture_output=True, timeout=300)
+    for seed in (0, 1, 2):
+        expected = metrics_rows(seed_dir(reference, seed), timings=False)
+        assert len(expected) == ROUNDS + 1
+        assert metrics_rows(seed_dir(interrupted, seed), timings=False) == expected
+
+
+def test_a_sweep_over_seeds_runs_each_configs_seeds_in_one_process(tmp_path):
+    result = cli_run(tmp_path, "-m", "debug=smoke", "engine=stacked", "method=iif,ppo", "seed=range(3)")
+    assert result.returncode == 0, result.stderr
+    assert "Launching 2 jobs" in result.stdout and "seeds=[0,1,2]" in result.stdout
+    assert "sweep of 6 runs: 6 trained, 0 resumed, 0 skipped, 0 failed or not run" in result.stderr
+    assert len(list(tmp_path.rglob("DONE"))) == 6
+    # a seed's run is the one a command of its own makes
+    run_task(tiny(tmp_path / "alone", "engine=stacked", "method=iif", "seed=2"))
+    [swept] = [path for path in tmp_path.rglob("seed2") if "iif" in str(path) and "alone" not in str(path)]
+    assert metrics_rows(swept, timings=False) == metrics_rows(seed_dir(tmp_path / "alone", 2), timings=False)
+
+
+def test_a_seed_sweep_beside_a_seed_list_is_refused(tmp_path):
+    result = cli_run(tmp_path, "-m", "debug=smoke", "engine=stacked", "seed=0,1", "seeds=[2,3]")
+    assert "engine=stacked packs seed=0,1 into seeds=[...]" in cli_refusal(result)
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
