@@ -80,6 +80,11 @@ class Resume:
     checkpoint: dict[str, Any] | None = None
     rows: list[dict[str, str]] = field(default_factory=list)
 
+    @property
+    def next_round(self) -> int:
+        """The first round this process trains: the one after the checkpoint's, or round 0."""
+        return int(self.checkpoint["round"]) + 1 if self.checkpoint else 0
+
 
 def read_resume(run_dir: Path) -> Resume:
     """RunDirError (one line) when the checkpoint or the rows it needs cannot be read: never a restart
@@ -96,7 +101,7 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None
     torch.set_num_threads(cfg.torch_threads)
     if (unpinned := unavailable_line()) is not None:  # the kernels its summary.json records are this CPU's own
         print(f"rlinfluence: {unpinned}", file=sys.stderr)
-    start = int(resume.checkpoint["round"]) + 1 if resume.checkpoint else 0
+    start = resume.next_round
     with StopSignals().installed() as signals:
         try:
             trainer = make_agent(cfg)

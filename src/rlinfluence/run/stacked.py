@@ -46,7 +46,7 @@ class SeedRun:
     @property
     def start(self) -> int:
         """The first round this process trains of the seed's run."""
-        return int(self.resume.checkpoint["round"]) + 1 if self.resume.checkpoint else 0
+        return self.resume.next_round
 
 
 def start_stacked(cfg: DictConfig) -> list[dict[str, Any]]:
