@@ -5,7 +5,10 @@ evaluation envs, RNG streams and checkpoint are today's, so its collection, sele
 exactly what today's engine draws (arms stay paired by common random numbers). The seeds' actor-critics are
 stacked for the round (batch/networks.py): one forward per collection step samples every seed's actions,
 and the round's records, influence and PPO update are computed once for all seeds (batch/influence.py,
-batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`), seed after seed. The
+batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`), seed after seed. Every
+selection method runs, on its seed's records and RNG: the scores it ranks by are the stack's; the further
+targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy) differ per seed and
+are asked for one at a time, so each seed's own network scores them at θ_k with Trainer.attribution. The
 stack's kernels round unlike today's, so a stacked seed is its own numerics (engine=stacked in its
 identity), and they give a seed the same bits whichever seeds run beside it (tests/batch/test_engine.py).
 """
@@ -23,18 +26,16 @@ from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.choices import ConfigError, require, require_one_of
+from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.networks import CategoricalHead
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, evaluation, round_row
-from rlinfluence.selection import EPISODE
-from rlinfluence.share import FilterShare
 from rlinfluence.update import make_optimizer
 
 DEFAULT, STACKED = "default", "stacked"
 ENGINES = (DEFAULT, STACKED)
-STACKED_METHODS = ("ppo", "iif", "random")
 # The settings whose non-default values the stacked round does not implement: key, the value it runs.
 STACKED_ONLY = (
     ("task", "train"),
@@ -72,16 +73,6 @@ def check_engine(cfg: DictConfig) -> None:
     for key, value in STACKED_ONLY:
         actual = OmegaConf.select(cfg, key)
         require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}")
-    require(
-        cfg.method.name in STACKED_METHODS,
-        f"engine=stacked runs method={', '.join(STACKED_METHODS)}; method={cfg.method.name} runs on engine=default",
-    )
-    p, granularity = cfg.method.get("p"), cfg.method.get("granularity")
-    require(
-        granularity != EPISODE and (p is None or not FilterShare.parse(p, "method.p", auto=True).is_auto),
-        "engine=stacked runs method.p=<percent> per record; method.p=auto and method.granularity=episode run on "
-        "engine=default",
-    )
     env = make_env(cfg.env)
     action_space = env.action_space
     env.close()
@@ -106,6 +97,19 @@ def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) 
     ]
 
 
+def stacked_method_scores(
+    model: StackedActorCritic, trainers: list[Trainer], records: list[RolloutBuffer], ppo: PPOConfig
+) -> list[np.ndarray | None]:
+    """Each seed's round-start scores on the target its method ranks by (Trainer.attribute's: target.name's, or
+    the method's own, method=consensus's round mean loss), all seeds in one pass; None where the method needs
+    none (ppo, advantage, td_error)."""
+    first = trainers[0]
+    if not first.method.needs_scores:
+        return [None] * len(trainers)
+    target = first.method.scored_target(first.target)
+    return list(stacked_influence_scores(model, records, target, ppo, first.cfg.influence.chunk_size).numpy())
+
+
 def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     """Round k of each seed's run (round.run_round's stages), the influence and update of all seeds at once; the
     seeds' metrics rows. A stage's seconds are the batch's, shared equally among its seeds."""
@@ -115,15 +119,12 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     records = stacked_collect(model, trainers, k)
     watch.lap("time_collect")
     ppo = first.ppo_settings(k)
-    scores = [None] * len(trainers)
-    if first.method.needs_scores:
-        stacked = stacked_influence_scores(model, records, first.target, ppo, first.cfg.influence.chunk_size)
-        scores = list(stacked.numpy())
+    scores = stacked_method_scores(model, trainers, records, ppo)
     for seed_scores in scores:
         check_finite_scores(k, seed_scores)
     watch.lap("time_influence")
     selections = [
-        trainer.method.select(buffer, seed_scores, trainer.selection_rng)
+        trainer.method.select(buffer, seed_scores, trainer.selection_rng, trainer.attribution(buffer))
         for trainer, buffer, seed_scores in zip(trainers, records, scores)
     ]
     watch.lap("time_select")
