@@ -12,10 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
+from rlinfluence.batch.engine import stacked_round
 from rlinfluence.cli import run_task
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.run import rundir
 from rlinfluence.run.identity import IDENTITY
 
@@ -29,16 +32,63 @@ def seed_dir(runs_root: Path, seed: int) -> Path:
 
 @pytest.mark.parametrize(
     "env, method",
-    [("frozenlake", "ppo"), ("frozenlake", "iif"), ("frozenlake", "random"), ("acrobot", "ppo"), ("acrobot", "iif")],
+    [
+        ("frozenlake", "ppo"),
+        ("frozenlake", "iif"),
+        ("frozenlake", "random"),
+        ("acrobot", "ppo"),
+        ("acrobot", "iif"),
+        # the further targets of a selection (held-out halves, the entropy guard) are each seed's own
+        ("frozenlake", "iif_auto"),
+        ("frozenlake", "iif_guard"),
+        ("acrobot", "iif_guard_auto"),
+        ("frozenlake", "random25"),
+        ("acrobot", "consensus"),
+        ("frozenlake", "consensus method.granularity=episode"),
+        ("frozenlake", "iif method.granularity=episode"),
+        ("frozenlake", "advantage method.variant=h1"),
+        ("acrobot", "td_error"),
+    ],
 )
 def test_a_seeds_metrics_are_the_same_alone_or_among_others_in_another_order(tmp_path, env, method):
-    run_task(tiny(tmp_path / "alone", *STACKED, f"env={env}", f"method={method}", "seed=1"))
-    run_task(tiny(tmp_path / "batch", *STACKED, f"env={env}", f"method={method}", "seeds=[3,1,0,2]"))
+    settings = (*STACKED, f"env={env}", *f"method={method}".split())
+    run_task(tiny(tmp_path / "alone", *settings, "seed=1"))
+    run_task(tiny(tmp_path / "batch", *settings, "seeds=[3,1,0,2]"))
     alone = metrics_rows(seed_dir(tmp_path / "alone", 1), timings=False)
     assert len(alone) == 4
     assert alone == metrics_rows(seed_dir(tmp_path / "batch", 1), timings=False)
     others = [metrics_rows(seed_dir(tmp_path / "batch", seed), timings=False) for seed in (0, 2, 3)]
     assert all(rows != alone for rows in others)  # the seeds are runs of their own, not copies
+
+
+@pytest.mark.parametrize("method", ["iif_guard_auto", "consensus"])
+def test_a_selection_scores_on_its_seeds_own_round_start(tmp_path, method):
+    """The stack's scores are on the method's target (consensus: the round's mean loss), and the further targets
+    a selection asks for (held-out halves, the entropy guard) are scored at the seed's own θ_k: on that target
+    the seed's attribution gives the stack's scores, to rounding, in every round."""
+    trainers = [Trainer(tiny(tmp_path, "engine=stacked", f"method={method}", f"seed={seed}")) for seed in (0, 1)]
+    asked = []
+
+    def spying(trainer: Trainer):
+        select = trainer.method.select
+
+        def spy(buffer, scores, rng, attribute=None):
+            asked.append((scores, attribute(trainer.method.scored_target(trainer.target))))
+            return select(buffer, scores, rng, attribute)
+
+        return spy
+
+    try:
+        for trainer in trainers:
+            trainer.method.select = spying(trainer)  # type: ignore[method-assign]
+        for k in (1, 2, 3):
+            stacked_round(trainers, k)
+    finally:
+        for trainer in trainers:
+            trainer.close()
+    assert len(asked) == 6
+    for scores, rescored in asked:
+        np.testing.assert_allclose(rescored, scores, rtol=1e-3, atol=1e-4 * np.abs(scores).max())
 
 
 def test_each_seed_is_a_run_of_its_own_whose_identity_names_the_engine(tmp_path):
@@ -69,8 +119,6 @@ def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_pat
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["method=consensus"], "engine=stacked runs method=ppo, iif, random; method=consensus runs on engine=default"),
-        (["method=iif_auto"], "method.p=auto and method.granularity=episode run on engine=default"),
         (["env=minigrid"], "engine=stacked runs env.network.kind=mlp only; this command has env.network.kind=cnn"),
         (["optimizer=adam"], "engine=stacked runs optimizer.name=sgd only; this command has optimizer.name=adam"),
         (["logger=wandb"], "engine=stacked runs logger.mode=disabled only; this command has logger.mode=offline"),
@@ -95,8 +143,8 @@ def test_seeds_without_the_stacked_engine_are_refused():
 
 
 def test_a_refused_stacked_command_writes_nothing(tmp_path):
-    result = cli_run(tmp_path, "debug=smoke", "engine=stacked", "seeds=[0,1]", "method=consensus")
-    assert "method=consensus runs on engine=default" in cli_refusal(result)
+    result = cli_run(tmp_path, "debug=smoke", "engine=stacked", "seeds=[0,1,0]")
+    assert "seeds=[0, 1, 0] must list distinct seeds >= 0" in cli_refusal(result)
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
