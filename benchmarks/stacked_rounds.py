@@ -125,7 +125,7 @@ class Floor:
 
     def __init__(self, cfg: DictConfig, n: int):
         env, evaluation = cfg.env, cfg.eval
-        self.n, self.n_steps, self.episodes = n, env.n_steps, evaluation.episodes
+        self.n, self.episodes = n, evaluation.episodes
         side_by_side = min(evaluation.n_parallel, evaluation.episodes)
         self.train = [make_env(env, collection=True) for _ in range(env.n_envs)]
         self.test = [make_env(env) for _ in range(side_by_side)]
@@ -321,11 +321,14 @@ def table(rows: list[Row]) -> None:
 
 
 def cpu_model() -> str:
+    """The CPU's model name, family and model (Linux's /proc/cpuinfo; elsewhere what `platform` knows)."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
-            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    except (OSError, StopIteration):
+            fields = dict(line.split(":", 1) for line in cpuinfo.read().split("\n\n")[0].splitlines() if ":" in line)
+    except OSError:
         return platform.processor() or platform.machine()
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    return f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
 def main() -> None:
