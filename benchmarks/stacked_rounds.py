@@ -253,8 +253,8 @@ class Row:
         return "—"
 
 
-def fmt(value: float, digits: int = 2) -> str:
-    return "—" if np.isnan(value) else f"{value:.{digits}f}"
+def fmt(value: float, digits: int = 2, unit: str = "") -> str:
+    return "—" if np.isnan(value) else f"{value:.{digits}f}{unit}"
 
 
 def report(row: Row, cfg: DictConfig, rounds: int) -> None:
@@ -276,7 +276,7 @@ def report(row: Row, cfg: DictConfig, rounds: int) -> None:
     library, batched = row.floors()
     print(
         f"  floor      env steps alone, CPU seconds per seed: library {fmt(library, 4)} s"
-        + (f" (no batched simulator: {no_batched})" if no_batched else f", batched {fmt(batched, 4)} s")
+        + (f"; {no_batched}" if no_batched else f", batched {fmt(batched, 4)} s")
     )
     for arm in ARMS:
         over_library, over_batched = row.over_floor(arm)
@@ -312,9 +312,9 @@ def table(rows: list[Row]) -> None:
                 row.env,
                 str(row.n),
                 f"{fmt(row.rate('today', ROUND))} → {fmt(row.rate('stacked', ROUND))} ({fmt(row.ratio(ROUND))}×)",
-                *[f"{fmt(row.ratio(stage))}×" for stage in STAGES],
+                *[fmt(row.ratio(stage), unit="×") for stage in STAGES],
                 f"{fmt(library, 4)} / {fmt(batched, 4)}",
-                f"{fmt(over_library)}× / {fmt(over_batched)}×",
+                f"{fmt(over_library, unit='×')} / {fmt(over_batched, unit='×')}",
                 row.target(),
             ]
         print("| " + " | ".join(cells) + " |")
