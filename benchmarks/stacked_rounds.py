@@ -248,7 +248,7 @@ class Row:
             wanted, got = SPEED_UP_TARGET[self.env], self.ratio(ROUND)
             return f"≥ {wanted:g}× today: {'met' if got >= wanted else 'not met'} ({got:.2f}×)"
         if self.env in FLOOR_TARGET:
-            wanted, got = FLOOR_TARGET[self.env], np.nanmin(self.over_floor("stacked"))
+            wanted, got = FLOOR_TARGET[self.env], np.nanmax(self.over_floor("stacked"))  # the lower floor
             return f"≤ {wanted:g}× floor: {'met' if got <= wanted else 'not met'} ({got:.2f}×)"
         return "—"
 

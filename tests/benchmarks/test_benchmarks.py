@@ -139,3 +139,21 @@ def test_stacked_rounds_prints_the_engines_refusal_in_place_of_a_setting_it_cann
     printed = run_benchmark("stacked_rounds.py", args, monkeypatch, capfd).out
     assert f"  refused: {refusal.value}\n" in printed
     assert f"| frozenlake | 2 | refused: {refusal.value} |" in printed
+
+
+def test_stacked_rounds_judges_the_targets_at_16_seeds_against_the_lower_floor(monkeypatch):
+    """The speed-up target on the whole round's ratio; the floor target on the stacked per-seed cost over the lower
+    of the two floors (the batched simulator's where the env has one); no target below N = 16."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    stacked_rounds = importlib.import_module("stacked_rounds")
+
+    def row(env: str, n: int, today: float, stacked: float, batched_floor: float) -> str:
+        measured = stacked_rounds.Measured(library_floor=[0.1], batched_floor=[batched_floor])
+        measured.rounds["today"]["round"], measured.rounds["stacked"]["round"] = [today * n], [stacked * n]
+        return stacked_rounds.Row(env, n, measured=measured).target()
+
+    assert row("acrobot", 16, today=1.0, stacked=0.1, batched_floor=0.01) == "≥ 8× today: met (10.00×)"
+    assert row("acrobot", 16, today=1.0, stacked=0.2, batched_floor=0.01) == "≥ 8× today: not met (5.00×)"
+    assert row("lunarlander", 16, today=1.0, stacked=0.14, batched_floor=float("nan")) == "≤ 1.5× floor: met (1.40×)"
+    assert row("lunarlander", 16, today=1.0, stacked=0.14, batched_floor=0.05) == "≤ 1.5× floor: not met (2.80×)"
+    assert row("acrobot", 4, today=1.0, stacked=0.1, batched_floor=0.01) == "—"
