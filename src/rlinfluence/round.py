@@ -20,6 +20,7 @@ selection and scores found them to its row, beyond the metrics.csv columns.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
@@ -120,14 +121,17 @@ STAGE_TIMES = ("time_collect", "time_forward", "time_influence", "time_select", 
 
 
 class Stopwatch:
-    """Each stage's seconds, counted from the end of the stage before (a metrics.csv column each)."""
+    """Each stage's seconds, counted from the end of the stage before (a metrics.csv column each). Wall seconds;
+    benchmarks/stacked_rounds.py sets `clock` to time.process_time to read each stage's CPU seconds instead."""
+
+    clock: ClassVar[Callable[[], float]] = time.perf_counter
 
     def __init__(self) -> None:
         self.times: dict[str, float] = {}
-        self.last = time.perf_counter()
+        self.last = Stopwatch.clock()
 
     def lap(self, column: str) -> None:
-        now = time.perf_counter()
+        now = Stopwatch.clock()
         self.times[column] = now - self.last
         self.last = now
 

@@ -4,15 +4,19 @@ of a run of seconds on a shared machine mean nothing."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import runpy
 import shlex
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
 from rlinfluence.config.paths import REPO_ROOT
+from rlinfluence.round import Stopwatch
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
 README = (BENCHMARKS / "README.md").read_text()
@@ -21,6 +25,7 @@ PRINTS = {
     "round_speed.py": "to our IIF",  # the last arm its --filters prints
     "sb3_iif_speed.py": "ratio to stock",
     "batched_seeds.py": "ratio to today",
+    "stacked_rounds.py": "| target (N = 16) |",  # its table's header, before the rows
     "highway_speed.py": "speed-up",
     "minigrid_speed.py": "speed-up",
     "highway_release_probe.py": "'round': 1",
@@ -48,12 +53,9 @@ def test_every_benchmark_script_has_a_smoke_run_or_says_why_not():
     assert scripts - NEEDS_THE_AUTHORS_RELEASE == set(smoke_commands()) == set(PRINTS)
 
 
-@pytest.mark.parametrize("script", sorted(PRINTS))
-def test_a_benchmarks_smoke_run_finishes_and_prints_what_it_compares(script, tmp_path, monkeypatch, capfd):
-    """In this process (the imports are paid once); the scripts set torch's threads to one, restored after."""
-    if script in NEEDS_SB3:
-        pytest.importorskip("stable_baselines3", reason=f"{script} compares with stable-baselines3 (the bench extra)")
-    args = [arg.replace("/tmp/", f"{tmp_path}/") for arg in smoke_commands()[script]]  # its --out, if any
+def run_benchmark(script: str, args: list[str], monkeypatch, capfd):
+    """`python benchmarks/<script> <args>` in this process (the imports are paid once); what it printed. The scripts
+    set torch's threads to one, restored after."""
     monkeypatch.setattr(sys, "argv", [script, *args])
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/<script>`: its siblings import
     threads = torch.get_num_threads()
@@ -61,20 +63,22 @@ def test_a_benchmarks_smoke_run_finishes_and_prints_what_it_compares(script, tmp
         runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
     finally:
         torch.set_num_threads(threads)
-    printed = capfd.readouterr()
+    return capfd.readouterr()
+
+
+@pytest.mark.parametrize("script", sorted(PRINTS))
+def test_a_benchmarks_smoke_run_finishes_and_prints_what_it_compares(script, tmp_path, monkeypatch, capfd):
+    if script in NEEDS_SB3:
+        pytest.importorskip("stable_baselines3", reason=f"{script} compares with stable-baselines3 (the bench extra)")
+    args = [arg.replace("/tmp/", f"{tmp_path}/") for arg in smoke_commands()[script]]  # its --out, if any
+    printed = run_benchmark(script, args, monkeypatch, capfd)
     assert PRINTS[script] in printed.out + printed.err, printed
 
 
 def test_round_speed_times_an_image_env_without_an_sb3_peer_and_says_why(monkeypatch, capfd):
     """MiniGrid's and DoorKey's CNN have no SB3 MlpPolicy peer: the script skips SB3 there instead of crashing."""
     args = ["--rounds", "1", "--envs", "minigrid", "--n-steps", "64", "--eval-episodes", "2"]
-    monkeypatch.setattr(sys, "argv", ["round_speed.py", *args])
-    threads = torch.get_num_threads()
-    try:
-        runpy.run_path(str(BENCHMARKS / "round_speed.py"), run_name="__main__")
-    finally:
-        torch.set_num_threads(threads)
-    printed = capfd.readouterr().out
+    printed = run_benchmark("round_speed.py", args, monkeypatch, capfd).out
     assert "SB3 PPO    not timed: the preset's image network has no SB3 MlpPolicy peer" in printed
     assert "ratio to our PPO" in printed and "speed-up vs SB3 PPO" not in printed
 
@@ -91,3 +95,65 @@ def test_without_stable_baselines3_the_smoke_runs_that_need_it_skip_saying_why()
     )
     assert result.returncode == 0 and f"{len(ids)} skipped" in result.stdout, result.stdout[-3000:]
     assert result.stdout.count("compares with stable-baselines3 (the bench extra)") == len(ids)
+
+
+def test_stacked_rounds_prints_every_stage_the_floor_and_a_table_row_per_n(monkeypatch, capfd):
+    """Both arms' seed-rounds per CPU-second and their ratio for each stage and the whole round, the env-step floor
+    (library and batched) and each arm's cost over it, and the table's every column, filled, for each N."""
+    args = ["--envs", "frozenlake", "--seeds", "1", "2", "--rounds", "1", "--n-steps", "64", "--eval-episodes", "2"]
+    printed = run_benchmark("stacked_rounds.py", args, monkeypatch, capfd).out
+    assert Stopwatch.clock is time.perf_counter  # it read the stages on the CPU clock, and gave the runs' clock back
+    assert re.search(r"^command: python \S*stacked_rounds.py --envs frozenlake --seeds 1 2 ", printed, re.M)
+    assert re.search(r"^machine: .+ CPUs, load average .+; torch .+, 1 thread; code ", printed, re.M)
+    stages = ["collect", "influence", "select", "update", "evaluate", "round"]
+    for stage in stages:
+        assert len(re.findall(rf"^  {stage} +today +[0-9.]+ +stacked +[0-9.]+ +ratio [0-9.]+x$", printed, re.M)) == 2
+    assert len(re.findall(r"^  floor .* library [0-9.]+ s, batched [0-9.]+ s$", printed, re.M)) == 2
+    for arm in ("today", "stacked"):
+        over_floor = rf"^  {arm} +per-seed round cost [0-9.]+ s = [0-9.]+x the library floor, [0-9.]+x the batched"
+        assert len(re.findall(over_floor, printed, re.M)) == 2
+    header, rule, *rows = printed.strip().splitlines()[-4:]
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    assert columns[:3] == ["env", "N", "round: today → stacked"]
+    assert columns[3:8] == [f"{stage} ratio" for stage in stages[:-1]]
+    floors = ["floor s/seed: library / batched", "stacked round / floor: library / batched"]
+    assert columns[8:] == [*floors, "target (N = 16)"]
+    assert rule == "|" + "---|" * len(columns)
+    for n, row in zip((1, 2), rows):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[:2] == ["frozenlake", str(n)] and len(cells) == len(columns)
+        assert all(re.search(r"[0-9]", cell) for cell in cells[2:-1]), row  # every measured column filled
+        assert cells[-1] == "—"  # the targets are N = 16's
+
+
+def test_stacked_rounds_prints_the_engines_refusal_in_place_of_a_setting_it_cannot_run(monkeypatch, capfd):
+    """A method the stacked engine does not run: its one-line reason, as check_engine gives it, and no crash."""
+    from rlinfluence.batch.engine import check_engine
+    from rlinfluence.choices import ConfigError
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    stacked_rounds = importlib.import_module("stacked_rounds")
+    with pytest.raises(ConfigError) as refusal:
+        check_engine(stacked_rounds.settings("frozenlake", "consensus", 2, 64, 2))
+    args = ["--envs", "frozenlake", "--seeds", "2", "--method", "consensus", "--n-steps", "64", "--eval-episodes", "2"]
+    printed = run_benchmark("stacked_rounds.py", args, monkeypatch, capfd).out
+    assert f"  refused: {refusal.value}\n" in printed
+    assert f"| frozenlake | 2 | refused: {refusal.value} |" in printed
+
+
+def test_stacked_rounds_judges_the_targets_at_16_seeds_against_the_lower_floor(monkeypatch):
+    """The speed-up target on the whole round's ratio; the floor target on the stacked per-seed cost over the lower
+    of the two floors (the batched simulator's where the env has one); no target below N = 16."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    stacked_rounds = importlib.import_module("stacked_rounds")
+
+    def row(env: str, n: int, today: float, stacked: float, batched_floor: float) -> str:
+        measured = stacked_rounds.Measured(library_floor=[0.1], batched_floor=[batched_floor])
+        measured.rounds["today"]["round"], measured.rounds["stacked"]["round"] = [today * n], [stacked * n]
+        return stacked_rounds.Row(env, n, measured=measured).target()
+
+    assert row("acrobot", 16, today=1.0, stacked=0.1, batched_floor=0.01) == "≥ 8× today: met (10.00×)"
+    assert row("acrobot", 16, today=1.0, stacked=0.2, batched_floor=0.01) == "≥ 8× today: not met (5.00×)"
+    assert row("lunarlander", 16, today=1.0, stacked=0.14, batched_floor=float("nan")) == "≤ 1.5× floor: met (1.40×)"
+    assert row("lunarlander", 16, today=1.0, stacked=0.14, batched_floor=0.05) == "≤ 1.5× floor: not met (2.80×)"
+    assert row("acrobot", 4, today=1.0, stacked=0.1, batched_floor=0.01) == "—"
