@@ -73,7 +73,6 @@ def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_pat
         (["method=iif_auto"], "method.p=auto and method.granularity=episode run on engine=default"),
         (["env=minigrid"], "engine=stacked runs env.network.kind=mlp only; this command has env.network.kind=cnn"),
         (["optimizer=adam"], "engine=stacked runs optimizer.name=sgd only; this command has optimizer.name=adam"),
-        (["logger=wandb"], "engine=stacked runs logger.mode=disabled only; this command has logger.mode=offline"),
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
     ],
