@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from wandb.proto import wandb_internal_pb2
@@ -26,11 +27,13 @@ from rlinfluence.cli import run_task
 from rlinfluence.run.logger import SECTIONS
 from test_engine import seed_dir
 
+# wandb.proto picks the module generated for the installed protobuf at import: mypy cannot see its names
+Record: Any = wandb_internal_pb2.Record  # type: ignore[attr-defined]
 FILE_HEADER, BLOCK, RECORD_HEADER = 7, 32768, 7
 FULL, FIRST, LAST = 1, 2, 4
 
 
-def records(path: Path) -> Iterator[wandb_internal_pb2.Record]:
+def records(path: Path) -> Iterator[Any]:
     data = path.read_bytes()
     assert data[:4] == b":W&B", data[:FILE_HEADER]
     position, fragments = FILE_HEADER, b""
@@ -43,7 +46,7 @@ def records(path: Path) -> Iterator[wandb_internal_pb2.Record]:
         position += RECORD_HEADER + length
         fragments = payload if kind in (FULL, FIRST) else fragments + payload
         if kind in (FULL, LAST):
-            record = wandb_internal_pb2.Record()
+            record = Record()
             record.ParseFromString(fragments)
             yield record
 
