@@ -1,8 +1,8 @@
-"""Sweep manifests: one run per line, for ``sbatch --array`` with sbatch/run_array.sbatch.
+"""Sweep manifests: one process per line, for ``sbatch --array`` with sbatch/run_array.sbatch.
 
-A manifest lists the runs of a sweep, one line of Hydra overrides (shell words) each,
-with the run directory as a trailing comment, after a header that records where it
-came from::
+A manifest lists the jobs of a sweep, one line of Hydra overrides (shell words) each,
+with the run directory as a trailing comment (engine=stacked: a block of seeds, their
+run directories as shell words), after a header that records where it came from::
 
     # rlinfluence manifest: one run per line (Hydra overrides, shell words)
     # commit: 3f2c9e1d... (uncommitted changes)
@@ -15,17 +15,19 @@ came from::
 
 Commands (``rlinfluence-manifest ...`` or ``python -m rlinfluence.launch ...``; launch/slurm.py)::
 
-    make +experiment=main [overrides...] -o manifests/main.txt
+    make +experiment=main [overrides...] -o manifests/main.txt [--seeds-per-task N]
         Expand the sweep exactly as ``rlinfluence -m`` would (the overlay's
         ``hydra.sweeper.params`` together with sweeps on the command line: cartesian
-        product, Hydra's override grammar), one line per run.
+        product, Hydra's override grammar), one line per job; an engine=stacked seed
+        sweep is packed into seeds=[...] per config, or into blocks of N seeds.
     submit manifests/main.txt [--parallel K] [--dry-run] [-- sbatch options]
         sbatch the runs that are neither finished (``DONE`` in the run dir) nor queued,
         as arrays of at most MaxArraySize tasks, and print the job ids. Partition,
         account, time and memory come from ``launcher=slurm``'s config (including the
         site file conf/local/launcher/slurm.yaml); options after ``--`` win.
     status manifests/main.txt [--list]
-        Count finished, queued or running, and remaining runs.
+        Count finished, queued or running, and remaining runs (each seed of a block;
+        a block is finished when all its seeds are).
 
 Run directories are relative to the ``workdir`` (where ``make`` ran, normally the
 repository root); the jobs run there as well.
