@@ -98,10 +98,11 @@ def offline_wandb(tmp_path, monkeypatch):
 
 
 def test_each_stacked_seed_is_a_wandb_run_of_its_own(tmp_path, offline_wandb):
-    run_task(tiny(tmp_path, "engine=stacked", "env.rounds=1", "seeds=[0,1]", *offline_wandb))
+    run_task(tiny(tmp_path / "wandb", "engine=stacked", "env.rounds=1", "seeds=[0,1]", *offline_wandb))
+    run_task(tiny(tmp_path / "no-wandb", "engine=stacked", "env.rounds=1", "seeds=[0,1]", "logger=disabled"))
     seen = []
     for seed in (0, 1):
-        path = seed_dir(tmp_path, seed)
+        path = seed_dir(tmp_path / "wandb", seed)
         [run] = offline_runs(path)
         rows = metrics_rows(path)
         assert run["config"]["seed"] == seed and run["config"]["engine"] == "stacked"
@@ -111,6 +112,8 @@ def test_each_stacked_seed_is_a_wandb_run_of_its_own(tmp_path, offline_wandb):
         assert logged(rows) == run["history"]
         assert run["summary"]["seed"] == seed and run["summary"]["done"] is True
         assert run["exit_code"] == 0
+        # the mirror changes no number the seed trains to
+        assert metrics_rows(path, timings=False) == metrics_rows(seed_dir(tmp_path / "no-wandb", seed), timings=False)
         seen.append(run)
     assert seen[0]["id"] != seen[1]["id"] and seen[0]["history"] != seen[1]["history"]
 
