@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
-from rlinfluence.cli import run_task
+from rlinfluence.cli import check_sweep, pack_seeds, run_task
+from rlinfluence.launch.manifest import replaced
 from rlinfluence.run import rundir
 from rlinfluence.run.identity import IDENTITY
 
@@ -170,3 +171,11 @@ def test_a_seed_sweep_beside_a_seed_list_is_refused(tmp_path):
     result = cli_run(tmp_path, "-m", "debug=smoke", "engine=stacked", "seed=0,1", "seeds=[2,3]")
     assert "engine=stacked packs seed=0,1 into seeds=[...]" in cli_refusal(result)
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_command_line_seed_sweep_replaces_an_overlays_once_packed(tmp_path):
+    overrides = ["+experiment=main", "env=frozenlake", "method=iif", "engine=stacked", "seed=range(3)"]
+    overrides += ["debug=smoke", f"runs_root={tmp_path}"]
+    jobs = check_sweep(replaced(overrides, pack_seeds(overrides)))
+    # the overlay's own seed sweep (range(0,5)) would run the packed job once per its seeds
+    assert sorted(job.run_dir.name for job in jobs) == ["seed0", "seed1", "seed2"]
