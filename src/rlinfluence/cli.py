@@ -20,7 +20,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from hydra._internal.utils import get_args_parser  # the parser of Hydra's command line (no public API)
@@ -31,7 +31,7 @@ from omegaconf import DictConfig
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import app_search_path, one_line
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.launch.manifest import Composer, expand_sweep
+from rlinfluence.launch.manifest import Composer, expand_sweep, pack_seed_sweep, replaced
 from rlinfluence.run.interrupts import RunInterrupted
 from rlinfluence.run.tasks import TRAIN, load_task
 
@@ -62,7 +62,7 @@ def run_task(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     return start_training(cfg, run_dir or rundir.run_dir(cfg))
 
 
-def refuse(message: str) -> None:
+def refuse(message: str) -> NoReturn:
     print(f"rlinfluence: {message}", file=sys.stderr)
     raise SystemExit(REFUSED)
 
@@ -133,30 +133,13 @@ def sweep_overrides(argv: list[str]) -> list[str] | None:
     return args.overrides if args.multirun and not any(flags) else None
 
 
-def pack_seeds(overrides: list[str]) -> list[str]:
-    """`-m ... engine=stacked seed=<choice or range>`: each config's seeds in one process, as one job with
-    seeds=[...] instead of a job per seed. Other sweeps are left as they are (a seed swept by an overlay's
-    hydra.sweeper.params runs a stacked job per seed)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from rlinfluence.batch.engine import STACKED
-
+def pack_seeds(overrides: list[str]) -> dict[str, list[str]]:
+    """`-m ... engine=stacked seed=<choice or range>`: each config's seeds in one process (launch/manifest.py's
+    `pack_seed_sweep`, which manifests use too); refused in one line when it cannot be packed."""
     try:
-        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(overrides)}
-    except HydraException:
-        return overrides  # Hydra says what is wrong with it
-    engine, seed = parsed.get("engine"), parsed.get("seed")
-    if engine is None or engine.is_sweep_override() or engine.value() != STACKED or seed is None:
-        return overrides
-    if not seed.is_sweep_override():
-        return overrides
-    if "seeds" in parsed or not seed.is_discrete_sweep():
-        refuse(
-            f"config error: engine=stacked packs {seed.input_line} into seeds=[...]: give the seeds as a choice "
-            "(seed=0,1,2) or range (seed='range(8)'), and not with seeds="
-        )
-    seeds = ",".join(seed.sweep_string_iterator())
-    return [f"seeds=[{seeds}]" if override == seed.input_line else override for override in overrides]
+        return pack_seed_sweep(overrides)
+    except ConfigError as error:
+        refuse(f"config error: {error}")
 
 
 def check_sweep(overrides: list[str]) -> list[SweepJob]:
@@ -223,10 +206,10 @@ def main() -> None:
     try:
         overrides = sweep_overrides(sys.argv[1:])
         if overrides is not None:
-            packed = pack_seeds(overrides)
-            # Hydra reads the command line: the packed override replaces the seed sweep there too
-            sys.argv = [packed[overrides.index(arg)] if arg in overrides else arg for arg in sys.argv]
-            jobs = check_sweep(packed)
+            packing = pack_seeds(overrides)
+            # Hydra reads the command line: the packed overrides replace the seed sweep there too
+            sys.argv = replaced(sys.argv, packing)
+            jobs = check_sweep(replaced(overrides, packing))
         hydra_app()
     except HydraException as error:
         if traceback_wanted:

@@ -17,8 +17,9 @@ import pytest
 
 from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
 from rlinfluence.batch.engine import stacked_round
-from rlinfluence.cli import run_task
+from rlinfluence.cli import check_sweep, pack_seeds, run_task
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.launch.manifest import replaced
 from rlinfluence.run import rundir
 from rlinfluence.run.identity import IDENTITY
 
@@ -121,7 +122,6 @@ def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_pat
     [
         (["env=minigrid"], "engine=stacked runs env.network.kind=mlp only; this command has env.network.kind=cnn"),
         (["optimizer=adam"], "engine=stacked runs optimizer.name=sgd only; this command has optimizer.name=adam"),
-        (["logger=wandb"], "engine=stacked runs logger.mode=disabled only; this command has logger.mode=offline"),
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
     ],
@@ -219,3 +219,11 @@ def test_a_seed_sweep_beside_a_seed_list_is_refused(tmp_path):
     result = cli_run(tmp_path, "-m", "debug=smoke", "engine=stacked", "seed=0,1", "seeds=[2,3]")
     assert "engine=stacked packs seed=0,1 into seeds=[...]" in cli_refusal(result)
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_command_line_seed_sweep_replaces_an_overlays_once_packed(tmp_path):
+    overrides = ["+experiment=main", "env=frozenlake", "method=iif", "engine=stacked", "seed=range(3)"]
+    overrides += ["debug=smoke", f"runs_root={tmp_path}"]
+    jobs = check_sweep(replaced(overrides, pack_seeds(overrides)))
+    # the overlay's own seed sweep (range(0,5)) would run the packed job once per its seeds
+    assert sorted(job.run_dir.name for job in jobs) == ["seed0", "seed1", "seed2"]

@@ -65,8 +65,8 @@ def test_unsupported_sweeps_are_refused():
 
 def test_manifest_round_trip_keeps_quoting_and_run_dirs():
     runs = [
-        Run(["+experiment=main", "seed=0"], Path("runs/main/frozenlake/sgd/ppo/seed0")),
-        Run(["logger.group='a b # c'", "seed=1"], Path("runs/x y/seed1")),
+        Run(["+experiment=main", "seed=0"], [Path("runs/main/frozenlake/sgd/ppo/seed0")]),
+        Run(["logger.group='a b # c'", "seed=1"], [Path("runs/x y/seed1")]),
         Run(["seed=2"]),
     ]  # a hand-written line without a run dir
     manifest = Manifest(runs, {"commit": "0123456789abcdef0123456789abcdef01234567", "runs": "3"})
@@ -81,8 +81,8 @@ def test_manifest_round_trip_keeps_quoting_and_run_dirs():
 def test_the_array_script_reads_the_same_runs_as_python(tmp_path):
     """run_array.sbatch (awk + bash) and Manifest.parse must agree on line numbers and words."""
     runs = [
-        Run(["env=acrobot", "seed=0"], Path("runs/a/seed0")),
-        Run(["logger.group='two words # not a comment'", "seed=1"], Path("runs/b/seed1")),
+        Run(["env=acrobot", "seed=0"], [Path("runs/a/seed0")]),
+        Run(["logger.group='two words # not a comment'", "seed=1"], [Path("runs/b/seed1")]),
         Run(["seed=2"]),
     ]
     text = Manifest(runs, {"commit": "abc1234", "runs": "3"}).dump()
@@ -148,9 +148,9 @@ def test_make_manifest_from_the_experiment_overlay(tmp_path, monkeypatch):
     assert sorted(r.overrides for r in manifest.runs) == [
         ["+experiment=main", "env=frozenlake", f"method={m}", "seed=0"] for m in ("iif", "ppo", "random")
     ]
-    dirs = [r.run_dir for r in manifest.runs]
+    dirs = [d for r in manifest.runs for d in r.run_dirs]
     assert len(set(dirs)) == 3
-    assert all(d is not None and str(d).startswith("runs/main/frozenlake/") and d.name == "seed0" for d in dirs)
+    assert all(str(d).startswith("runs/main/frozenlake/") and d.name == "seed0" for d in dirs)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
     if head.returncode == 0:
         assert manifest.commit == head.stdout.strip()
@@ -240,7 +240,7 @@ def fake_slurm(tmp_path, monkeypatch):
 
 
 def _manifest_with_dirs(tmp_path: Path, n: int) -> Path:
-    runs = [Run([f"seed={i}"], Path(f"runs/t/seed{i}")) for i in range(n)]
+    runs = [Run([f"seed={i}"], [Path(f"runs/t/seed{i}")]) for i in range(n)]
     path = tmp_path / "manifests" / "t.txt"
     Manifest(runs, {"commit": "unknown", "workdir": str(tmp_path), "runs": str(n)}).write(path)
     return path
@@ -264,7 +264,7 @@ def test_hand_written_lines_are_composed_to_find_their_run_dir(tmp_path):
     run_dir.mkdir(parents=True)
     (run_dir / "DONE").touch()
     state = slurm.progress(path, Manifest.read(path), tmp_path)
-    assert state.run_dirs == [Path(f"runs/default/frozenlake/sgd/ppo/seed{k}") for k in (4, 5)]
+    assert state.run_dirs == [[Path(f"runs/default/frozenlake/sgd/ppo/seed{k}")] for k in (4, 5)]
     assert state.done == [0] and state.todo == [1]
 
 
@@ -321,3 +321,58 @@ def test_dry_run_prints_the_commands(tmp_path, monkeypatch, fake_slurm, capsys):
     assert fake_slurm() == []
     commands = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if line.startswith("sbatch ")]
     assert len(commands) == 1 and "--array=0-1%64" in commands[0]
+
+
+# ----------------------------------------------------------------------------- engine=stacked seed blocks
+
+
+def test_a_stacked_seed_sweep_is_a_line_per_block_of_seeds(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "blocks.txt"
+    sweep = ["-m", "+experiment=main", "env=frozenlake", "method=iif,ppo", "engine=stacked", "seed=range(5)"]
+    assert slurm.main(["make", *sweep, "--seeds-per-task", "2", "-o", str(out)]) == 0
+    assert f"{out}: 10 runs in 6 tasks" in capsys.readouterr().out
+    manifest = Manifest.read(out)
+    assert manifest.header["runs"] == "10" and manifest.header["tasks"] == "6"
+    assert "--seeds-per-task 2" in manifest.header["command"]
+    # the overlay's own seed sweep (range(0,5)) does not run each block again: a line per config and block
+    blocks = [[o for o in run.overrides if o.startswith("seed")] for run in manifest.runs]
+    assert blocks == [[f"seeds={block}", "seed=0"] for block in ("[0,1]", "[2,3]", "[4]") for _method in (1, 2)]
+    with mf.Composer() as composer:  # each line records its seeds' run dirs, the ones their own commands train
+        for run in manifest.runs:
+            seeds = json.loads(next(o for o in run.overrides if o.startswith("seeds="))[len("seeds=") :])
+            method = next(o for o in run.overrides if o.startswith("method="))
+            alone = ["+experiment=main", "env=frozenlake", method, "engine=stacked"]
+            assert run.run_dirs == [d for s in seeds for d in composer.run_dirs([*alone, f"seed={s}"])]
+    # without --seeds-per-task, a config's seeds are one line, as `rlinfluence -m` packs them
+    assert slurm.main(["make", *sweep, "-o", str(tmp_path / "one.txt")]) == 0
+    one = Manifest.read(tmp_path / "one.txt").runs
+    assert [[o for o in run.overrides if o.startswith("seed")] for run in one] == [["seeds=[0,1,2,3,4]", "seed=0"]] * 2
+
+
+def test_seeds_per_task_without_a_stacked_seed_sweep_is_refused(tmp_path, capsys):
+    out = tmp_path / "m.txt"
+    for overrides in (["seed=0,1"], ["engine=stacked", "seed=0,1", "--seeds-per-task", "0"]):
+        extra = [] if "--seeds-per-task" in overrides else ["--seeds-per-task", "2"]
+        assert slurm.main(["make", *overrides, *extra, "-o", str(out)]) == 2
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert "--seeds-per-task=" in line and "packs a seed sweep of engine=stacked" in line
+    assert not out.exists()
+
+
+def test_status_counts_each_seed_and_a_block_is_done_when_all_its_seeds_are(tmp_path, capsys):
+    blocks = [
+        Run(["engine=stacked", f"seeds=[{a},{a + 1}]"], [Path(f"runs/t/seed{a}"), Path(f"runs/t/seed{a + 1}")])
+        for a in (0, 2)
+    ]
+    path = tmp_path / "blocks.txt"
+    Manifest(blocks, {"commit": "unknown", "workdir": str(tmp_path), "runs": "4", "tasks": "2"}).write(path)
+    for seed in (0, 1, 2):
+        (tmp_path / f"runs/t/seed{seed}").mkdir(parents=True)
+        (tmp_path / f"runs/t/seed{seed}/DONE").touch()
+    state = slurm.progress(path, Manifest.read(path), tmp_path)
+    assert state.done == [0] and state.todo == [1]  # seed 3 is not done: its block is still to run
+    assert slurm.main(["status", str(path), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs in 2 tasks: 3 done, 0 queued or running, 1 to do" in out
+    assert "1\tto do\tengine=stacked 'seeds=[2,3]'\truns/t/seed2 runs/t/seed3" in out

@@ -11,6 +11,7 @@ conf/local/launcher/slurm.yaml apply as they do for users.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -213,6 +214,23 @@ def test_manifest_split_into_several_arrays(workdir, capsys):
         _assert_finished_run(_run_dir(workdir, TINY, "slurm_split", seed), rounds=2)
 
 
+def test_a_manifest_task_runs_a_block_of_seeds_in_one_process(workdir):
+    """engine=stacked seed blocks: 4 seeds in 2 array tasks, each seed its own finished run."""
+    manifest = workdir / "manifests" / "blocks.txt"
+    stacked = [*TINY, "engine=stacked", "experiment_name=slurm_blocks"]
+    _manifest_tool("make", "-m", *stacked, "seed=range(4)", "--seeds-per-task", "2", "-o", str(manifest))
+    (job,) = _submitted_jobs(_manifest_tool("submit", str(manifest), "--parallel", "2", "--", *SMALL_JOBS).stdout)
+    _wait_until_finished([job])
+    assert _final_states(job, 2) == {f"{job}_{i}": "COMPLETED" for i in range(2)}
+    for seed in range(4):
+        run_dir = _run_dir(workdir, [*TINY, "engine=stacked"], "slurm_blocks", seed)
+        _assert_finished_run(run_dir, rounds=2)
+        assert json.loads((run_dir / "summary.json").read_text())["seed"] == seed
+    logs = sorted((workdir / "manifests" / "logs" / "blocks").glob("*.out"))
+    assert len(logs) == 2 and all("seeds=[" in p.read_text() for p in logs)
+    assert "4 runs in 2 tasks: 4 done, 0 queued or running, 0 to do" in _manifest_tool("status", str(manifest)).stdout
+
+
 @pytest.mark.slow
 def test_sbatch_task_requeued_on_usr1_resumes_from_its_checkpoint(workdir, capsys):
     manifest = workdir / "long.txt"
@@ -266,6 +284,22 @@ def test_hydra_slurm_launcher_runs_the_sweep_as_an_array(workdir):
         assert status == "success"
     (array,) = {p.parent.name.split("_")[0] for p in results}  # one array of three tasks
     assert _final_states(array, 3) == {f"{array}_{i}": "COMPLETED" for i in range(3)}
+
+
+def test_hydra_slurm_launcher_packs_a_stacked_seed_sweep_into_one_job(workdir):
+    stacked = [*TINY, "engine=stacked", "experiment_name=slurm_submitit_stacked"]
+    subprocess.run(
+        [*_rlinfluence(), "-m", *stacked, "seed=0,1", "launcher=slurm", *SMALL_SUBMITIT_JOBS],
+        cwd=workdir,
+        check=True,
+        timeout=TIMEOUT,
+    )
+    for seed in range(2):
+        _assert_finished_run(_run_dir(workdir, [*TINY, "engine=stacked"], "slurm_submitit_stacked", seed), rounds=2)
+    # one submitit job (a sweep of one is a plain job, no array) trained both seeds
+    (result,) = (workdir / "runs" / "slurm_submitit_stacked" / ".submitit").glob("*/*_result.pkl")
+    status, _ = pickle.loads(result.read_bytes())
+    assert status == "success"
 
 
 @pytest.mark.slow

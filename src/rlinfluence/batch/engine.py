@@ -49,7 +49,6 @@ STACKED_ONLY = (
     ("influence.checkpoints", "round_start"),
     ("corruption.fraction", 0.0),
     ("device", "cpu"),
-    ("logger.mode", "disabled"),  # W&B mirrors one run per process (wandb.init's reinit finishes the previous)
 )
 
 

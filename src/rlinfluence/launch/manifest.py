@@ -1,8 +1,8 @@
-"""Sweep manifests: one run per line, for ``sbatch --array`` with sbatch/run_array.sbatch.
+"""Sweep manifests: one process per line, for ``sbatch --array`` with sbatch/run_array.sbatch.
 
-A manifest lists the runs of a sweep, one line of Hydra overrides (shell words) each,
-with the run directory as a trailing comment, after a header that records where it
-came from::
+A manifest lists the jobs of a sweep, one line of Hydra overrides (shell words) each,
+with the run directory as a trailing comment (engine=stacked: a block of seeds, their
+run directories as shell words), after a header that records where it came from::
 
     # rlinfluence manifest: one run per line (Hydra overrides, shell words)
     # commit: 3f2c9e1d... (uncommitted changes)
@@ -15,17 +15,19 @@ came from::
 
 Commands (``rlinfluence-manifest ...`` or ``python -m rlinfluence.launch ...``; launch/slurm.py)::
 
-    make +experiment=main [overrides...] -o manifests/main.txt
+    make +experiment=main [overrides...] -o manifests/main.txt [--seeds-per-task N]
         Expand the sweep exactly as ``rlinfluence -m`` would (the overlay's
         ``hydra.sweeper.params`` together with sweeps on the command line: cartesian
-        product, Hydra's override grammar), one line per run.
+        product, Hydra's override grammar), one line per job; an engine=stacked seed
+        sweep is packed into seeds=[...] per config, or into blocks of N seeds.
     submit manifests/main.txt [--parallel K] [--dry-run] [-- sbatch options]
         sbatch the runs that are neither finished (``DONE`` in the run dir) nor queued,
         as arrays of at most MaxArraySize tasks, and print the job ids. Partition,
         account, time and memory come from ``launcher=slurm``'s config (including the
         site file conf/local/launcher/slurm.yaml); options after ``--`` win.
     status manifests/main.txt [--list]
-        Count finished, queued or running, and remaining runs.
+        Count finished, queued or running, and remaining runs (each seed of a block;
+        a block is finished when all its seeds are).
 
 Run directories are relative to the ``workdir`` (where ``make`` ran, normally the
 repository root); the jobs run there as well.
@@ -92,17 +94,60 @@ def expand_sweep(params: Mapping[str, object] | None, overrides: Sequence[str]) 
     return runs
 
 
+def pack_seed_sweep(overrides: Sequence[str], seeds_per_job: int | None = None) -> dict[str, list[str]]:
+    """`-m ... engine=stacked seed=<choice or range>`: each config's seeds in one process, as one job with
+    seeds=[...] instead of a job per seed; with `seeds_per_job`, a job per block of that many seeds (the sweep
+    seeds=[0,1],[2,3]). Returns {the seed sweep: the overrides that replace it} (`replaced`), empty when there is
+    none to pack; ConfigError for one it cannot pack. The replacement pins seed to the first seed, so that an
+    overlay's own seed sweep does not run each job again per seed. A seed swept by an overlay's
+    hydra.sweeper.params alone is left as it is (one stacked job per seed)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from rlinfluence.batch.engine import STACKED
+    from rlinfluence.choices import ConfigError
+
+    try:
+        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(list(overrides))}
+    except HydraException:
+        return {}  # Hydra says what is wrong with it
+    engine, seed = parsed.get("engine"), parsed.get("seed")
+    if engine is None or engine.is_sweep_override() or engine.value() != STACKED or seed is None:
+        return {}
+    if not seed.is_sweep_override():
+        return {}
+    if "seeds" in parsed or not seed.is_discrete_sweep():
+        raise ConfigError(
+            f"engine=stacked packs {seed.input_line} into seeds=[...]: give the seeds as a choice (seed=0,1,2) or "
+            "range (seed='range(8)'), and not with seeds="
+        )
+    assert seed.input_line is not None  # parsed from a line
+    seeds = list(seed.sweep_string_iterator())
+    size = seeds_per_job or len(seeds)
+    blocks = ",".join(f"[{','.join(seeds[i : i + size])}]" for i in range(0, len(seeds), size))
+    return {seed.input_line: [f"seeds={blocks}", f"seed={seeds[0]}"]}
+
+
+def replaced(words: Sequence[str], replacements: dict[str, list[str]]) -> list[str]:
+    """`words` with each word that `replacements` names replaced by its words."""
+    return [new for word in words for new in replacements.get(word, [word])]
+
+
 # ----------------------------------------------------------------------------- manifest files
 
 
 @dataclass
 class Run:
+    """A manifest line: one process's overrides, and the run dirs it trains (engine=stacked: a seed block's,
+    one per seed; otherwise one), relative to the manifest's workdir unless absolute; none for a line written
+    by hand (composed when needed)."""
+
     overrides: list[str]
-    run_dir: Path | None = None  # relative to the manifest's workdir, unless absolute
+    run_dirs: list[Path] = field(default_factory=list)
 
     def line(self) -> str:
         text = shlex.join(self.overrides)
-        return f"{text}  # {self.run_dir}" if self.run_dir is not None else text
+        return f"{text}  # {shlex.join(str(d) for d in self.run_dirs)}" if self.run_dirs else text
 
     @classmethod
     def parse(cls, line: str) -> Run:
@@ -112,8 +157,7 @@ class Run:
         for match in re.finditer(r"\s#", line):
             try:
                 if shlex.split(line[: match.start()]) == overrides:
-                    comment = line[match.end() :].strip()
-                    return cls(overrides, Path(comment) if comment else None)
+                    return cls(overrides, [Path(d) for d in shlex.split(line[match.end() :])])
             except ValueError:  # the cut is inside quotes
                 continue
         return cls(overrides)
@@ -211,15 +255,17 @@ class Composer:
         params = OmegaConf.select(self.compose(overrides, multirun=True), "hydra.sweeper.params")
         return cast(dict[str, object], OmegaConf.to_container(params)) if params is not None else {}
 
-    def run_dir(self, overrides: Sequence[str]) -> Path:
+    def run_dirs(self, overrides: Sequence[str]) -> list[Path]:
+        """The run dirs a job trains: engine=stacked's, one per seed; otherwise its one."""
         from rlinfluence.run.rundir import run_dir
+        from rlinfluence.run.stacked import seed_configs
 
-        return Path(run_dir(self.compose(overrides)))
+        return [Path(run_dir(cfg)) for cfg in seed_configs(self.compose(overrides))]
 
 
-def _run_dirs_serial(config_dir: Path, config_name: str, runs: Sequence[Sequence[str]]) -> list[Path]:
+def _run_dirs_serial(config_dir: Path, config_name: str, runs: Sequence[Sequence[str]]) -> list[list[Path]]:
     with Composer(config_dir, config_name) as composer:
-        return [composer.run_dir(run) for run in runs]
+        return [composer.run_dirs(run) for run in runs]
 
 
 def resolve_run_dirs(
@@ -227,8 +273,8 @@ def resolve_run_dirs(
     config_dir: Path = DEFAULT_CONFIG_DIR,
     config_name: str = CONFIG_NAME,
     jobs: int | None = None,
-) -> list[Path]:
-    """Compose every run (which also checks it) and return its run dir. Hydra needs
+) -> list[list[Path]]:
+    """Compose every run (which also checks it) and return its run dirs. Hydra needs
     ~0.1 s per composition, so large sweeps are spread over worker processes."""
     jobs = jobs or min(os.cpu_count() or 1, 8)
     if jobs <= 1 or len(runs) < 64:
@@ -245,35 +291,50 @@ def make_manifest(
     config_dir: Path = DEFAULT_CONFIG_DIR,
     config_name: str = CONFIG_NAME,
     command: str | None = None,
+    seeds_per_task: int | None = None,
 ) -> Manifest:
-    """The manifest of ``rlinfluence -m <overrides>``. Runs that share a run dir are one
-    run to ``rlinfluence`` (it resumes or skips by run dir): only the first is kept."""
+    """The manifest of ``rlinfluence -m <overrides>``, a line per job: an engine=stacked seed sweep is packed
+    as ``rlinfluence -m`` packs it (`pack_seed_sweep`), with `seeds_per_task` into blocks of that many seeds.
+    Jobs that share their run dirs are one job to ``rlinfluence`` (it resumes or skips by run dir): only the
+    first is kept."""
+    from rlinfluence.choices import require
+
     overrides = [o for o in overrides if o not in ("-m", "--multirun")]
+    packing = pack_seed_sweep(overrides, seeds_per_task)
+    require(
+        seeds_per_task is None or (bool(packing) and seeds_per_task >= 1),
+        f"--seeds-per-task={seeds_per_task} packs a seed sweep of engine=stacked into blocks of that many seeds "
+        "(>= 1): give one, e.g. engine=stacked seed='range(20)' --seeds-per-task 10",
+    )
+    packed = replaced(overrides, packing)
     with Composer(config_dir, config_name) as composer:
-        params = composer.sweep_params(overrides)
-    expanded = expand_sweep(params, overrides)
+        params = composer.sweep_params(packed)
+    expanded = expand_sweep(params, packed)
     dirs = resolve_run_dirs(expanded, config_dir, config_name)
 
     runs: list[Run] = []
-    first: dict[Path, Run] = {}
-    for overrides_, run_dir in zip(expanded, dirs):
-        if run_dir in first:
+    first: dict[tuple[Path, ...], Run] = {}
+    for overrides_, run_dirs in zip(expanded, dirs):
+        key = tuple(run_dirs)
+        if key in first:
             print(
-                f"warning: dropped {shlex.join(overrides_)!r}: same run dir ({run_dir}) as "
-                f"{shlex.join(first[run_dir].overrides)!r}",
+                f"warning: dropped {shlex.join(overrides_)!r}: same run dir ({shlex.join(map(str, key))}) as "
+                f"{shlex.join(first[key].overrides)!r}",
                 file=sys.stderr,
             )
             continue
-        first[run_dir] = Run(overrides_, run_dir)
-        runs.append(first[run_dir])
+        first[key] = Run(overrides_, run_dirs)
+        runs.append(first[key])
 
     header = {
         "commit": describe_code_version(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command or shlex.join(["rlinfluence-manifest", "make", *overrides]),
         "workdir": os.getcwd(),
-        "runs": str(len(runs)),
+        "runs": str(sum(len(run.run_dirs) for run in runs)),
     }
+    if len(runs) != int(header["runs"]):
+        header["tasks"] = str(len(runs))
     return Manifest(runs, header)
 
 

@@ -11,7 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -126,26 +126,40 @@ def sbatch_options(
 
 @dataclass
 class Progress:
+    """The manifest's lines (array tasks) done, queued or running, and to do; each line's run dirs (a seed
+    block's, one per seed) and how many of them are finished."""
+
     done: list[int]
     queued: dict[int, str]
     todo: list[int]
-    run_dirs: list[Path]
+    run_dirs: list[list[Path]]
+    finished: list[int]
+
+    @property
+    def runs(self) -> int:
+        return sum(len(dirs) for dirs in self.run_dirs)
+
+    def runs_of(self, lines: Iterable[int]) -> int:
+        """How many runs of `lines` are not finished (a line's finished seeds are skipped when it runs)."""
+        return sum(len(self.run_dirs[i]) - self.finished[i] for i in lines)
 
 
 def progress(manifest_path: Path, manifest: Manifest, workdir: Path, config_dir: Path = DEFAULT_CONFIG_DIR) -> Progress:
-    """Which runs are finished, queued/running, or still to do. Lines without a recorded
-    run dir (written by hand) are composed to find it."""
-    missing = [i for i, run in enumerate(manifest.runs) if run.run_dir is None]
+    """Which lines are finished (every run of the line: a seed block is done when all its seeds are),
+    queued/running, or still to do. Lines without recorded run dirs (written by hand) are composed to find
+    them."""
+    missing = [i for i, run in enumerate(manifest.runs) if not run.run_dirs]
     composed = (
         dict(zip(missing, resolve_run_dirs([manifest.runs[i].overrides for i in missing], config_dir)))
         if missing
         else {}
     )
-    dirs = [composed[i] if run.run_dir is None else run.run_dir for i, run in enumerate(manifest.runs)]
-    done = [i for i, d in enumerate(dirs) if is_done(workdir / d)]
+    dirs = [composed[i] if not run.run_dirs else run.run_dirs for i, run in enumerate(manifest.runs)]
+    finished = [sum(is_done(workdir / d) for d in line) for line in dirs]
+    done = [i for i, line in enumerate(dirs) if finished[i] == len(line)]
     queued = {i: state for i, state in queued_runs(manifest_path).items() if i < len(dirs) and i not in done}
     todo = [i for i in range(len(dirs)) if i not in done and i not in queued]
-    return Progress(done, queued, todo, dirs)
+    return Progress(done, queued, todo, dirs, finished)
 
 
 def submit(
@@ -209,9 +223,11 @@ def _workdir(args: argparse.Namespace, manifest: Manifest) -> Path:
 
 
 def _summary(path: Path, manifest: Manifest, state: Progress) -> str:
+    """The runs done, queued or running, and to do; with seed blocks, counted seed by seed, and the tasks."""
+    tasks = "" if state.runs == len(manifest.runs) else f" in {len(manifest.runs)} tasks"
     return (
-        f"{path}: {len(manifest.runs)} runs: {len(state.done)} done, {len(state.queued)} queued or running, "
-        f"{len(state.todo)} to do"
+        f"{path}: {state.runs} runs{tasks}: {sum(state.finished)} done, {state.runs_of(state.queued)} queued or "
+        f"running, {state.runs_of(state.todo)} to do"
     )
 
 
@@ -227,8 +243,10 @@ def _read(path: Path) -> Manifest:
 
 def _cmd_make(args: argparse.Namespace) -> int:
     command = shlex.join(["rlinfluence-manifest", "make", *args.overrides, "-o", str(args.output)])
+    if args.seeds_per_task is not None:
+        command += f" --seeds-per-task {args.seeds_per_task}"
     try:
-        manifest = make_manifest(args.overrides, args.config_dir, command=command)
+        manifest = make_manifest(args.overrides, args.config_dir, command=command, seeds_per_task=args.seeds_per_task)
     except ValueError as error:  # a sweep no manifest can list (expand_sweep): an interval, Hydra's own keys
         raise ConfigError(str(error)) from None
     if args.output.exists() and not args.force:
@@ -238,7 +256,8 @@ def _cmd_make(args: argparse.Namespace) -> int:
             f"{args.output} exists and lists other runs; --force replaces it",
         )
     manifest.write(args.output)
-    print(f"{args.output}: {len(manifest.runs)} runs (commit {manifest.header['commit']})")
+    tasks = f" in {manifest.header['tasks']} tasks" if "tasks" in manifest.header else ""
+    print(f"{args.output}: {manifest.header['runs']} runs{tasks} (commit {manifest.header['commit']})")
     return 0
 
 
@@ -291,7 +310,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         done = set(state.done)
         for i, run in enumerate(manifest.runs):
             mark = "done" if i in done else state.queued.get(i, "to do").lower()
-            print(f"{i}\t{mark}\t{shlex.join(run.overrides)}\t{state.run_dirs[i]}")
+            print(f"{i}\t{mark}\t{shlex.join(run.overrides)}\t{shlex.join(map(str, state.run_dirs[i]))}")
     return 0
 
 
@@ -306,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     make = commands.add_parser("make", help="expand a sweep into a manifest")
     make.add_argument("overrides", nargs="*", help="as for `rlinfluence -m`, e.g. +experiment=main seed=0,1")
+    make.add_argument("-m", "--multirun", action="store_true", help="implied: the sweep is expanded as -m expands it")
+    make.add_argument(
+        "--seeds-per-task",
+        type=int,
+        help="engine=stacked seed='range(20)': a task per block of this many seeds [all of a config's seeds]",
+    )
     make.add_argument("-o", "--output", type=Path, required=True)
     make.add_argument("--force", action="store_true", help="replace an existing manifest that lists other runs")
     make.set_defaults(func=_cmd_make)
@@ -329,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="count done, queued and remaining runs")
     status.add_argument("manifest", type=Path)
     status.add_argument("--workdir", type=Path, help="where the runs live [the manifest's workdir]")
-    status.add_argument("--list", action="store_true", help="one line per run")
+    status.add_argument("--list", action="store_true", help="one line per task (a seed block's: its run dirs)")
     status.set_defaults(func=_cmd_status)
     return parser
 

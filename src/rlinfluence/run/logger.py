@@ -124,7 +124,9 @@ class WandbMirror:
                 id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16],
                 resume="allow",
                 config=cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)),
-                reinit="finish_previous",
+                # A run object of its own, beside the process's other runs (engine=stacked: one per seed), used
+                # through self.run only: W&B's global run is never set.
+                reinit="create_new",
                 settings=wandb.Settings(init_timeout=cfg.logger.init_timeout),
             )
         except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training
