@@ -67,9 +67,12 @@ class BatchedSimulator:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every slot's `env.step(actions[i])`, or slots[j]'s `env.step(actions[j])` (distinct slots)."""
         actions = np.asarray(actions)
-        slots = self.all_slots if slots is None else np.asarray(slots)
-        if slots.ndim != 1 or slots.dtype.kind not in "iu" or len(np.unique(slots)) != len(slots):
-            raise ValueError(f"step takes distinct 1-D integer slots, not {slots.dtype} {slots.shape}")
+        if slots is None:
+            slots = self.all_slots
+        else:
+            slots = np.asarray(slots)
+            if slots.ndim != 1 or slots.dtype.kind not in "iu" or len(np.unique(slots)) != len(slots):
+                raise ValueError(f"step takes distinct 1-D integer slots, not {slots.dtype} {slots.shape}")
         if actions.shape != slots.shape or actions.dtype.kind not in "iu":
             raise ValueError(
                 f"step takes {len(slots)} integer actions, one a slot, not {actions.dtype} {actions.shape}"
