@@ -23,6 +23,7 @@ pin_kernels()  # before torch loads, as the CLI's entry does: the runs the tests
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
@@ -69,6 +70,16 @@ def tiny_lm_cache(tmp_path_factory):
 def compose_config(overrides: list[str], return_hydra_config: bool = False):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         return compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """A run's torch threads (`torch_threads`, 1 by default): with 2, the stacked seeds' slices round differently
+    with N, and small forwards run slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -141,15 +141,16 @@ def metrics_row(agent: Agent, fields: dict[str, Any]) -> dict[str, Any]:
     return {column: fields.get(column, NAN) for column in agent.columns}
 
 
-def initial_row(agent: Agent) -> dict[str, Any]:
-    """Round 0: the initial policy's evaluation; no other stage has run."""
-    watch = Stopwatch()
-    evaluation = agent.evaluate(0)
-    watch.lap("time_eval")
+def initial_row(agent: Agent, evaluated: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Round 0: the initial policy's evaluation; no other stage has run. `evaluated`: that evaluation's metrics
+    and time_eval where the caller made it (the stacked engine evaluates its seeds together)."""
+    if evaluated is None:
+        watch = Stopwatch()
+        evaluated = agent.evaluate(0)
+        watch.lap("time_eval")
+        evaluated |= watch.times
     nothing_yet = {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "gradient_steps": 0}
-    return metrics_row(
-        agent, nothing_yet | dict.fromkeys(STAGE_TIMES, 0.0) | watch.times | agent.state_fields() | evaluation
-    )
+    return metrics_row(agent, nothing_yet | dict.fromkeys(STAGE_TIMES, 0.0) | agent.state_fields() | evaluated)
 
 
 def evaluation(agent: Agent, k: int) -> dict[str, Any]:

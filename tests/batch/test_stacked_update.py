@@ -71,13 +71,7 @@ def shuffle_rng(seed: int) -> np.random.Generator:
     return numpy_generator(spawn_streams(seed)["shuffle"])  # the trainer's shuffle_rng, fresh
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A run's torch threads (`torch_threads`, 1 by default): with 2, the seeds' slices round differently with N."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: a run's torch_threads
 
 
 @pytest.fixture(scope="module", params=["frozenlake", "acrobot"])

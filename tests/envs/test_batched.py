@@ -40,8 +40,11 @@ def library_state(env: gym.Env) -> np.ndarray:
     return np.asarray(unwrapped.s if isinstance(unwrapped, FrozenLakeEnv) else unwrapped.state)
 
 
-def play_side_by_side(library: list[gym.Env], ours: BatchedSimulator, steps: int, first_seed: int) -> Counter:
-    """Step both from seeds first_seed, first_seed + 1, ... (a slot takes the next seed when its episode ends)."""
+def play_side_by_side(
+    library: list[gym.Env], ours: BatchedSimulator, steps: int, first_seed: int, masked: bool = False
+) -> Counter:
+    """Step both from seeds first_seed, first_seed + 1, ... (a slot takes the next seed when its episode ends);
+    `masked`: each step advances a random half of the slots (`step(actions, slots)`), the others wait."""
     rng = np.random.default_rng(first_seed)
     policy = frozenlake_actions if isinstance(ours, BatchedFrozenLake) else acrobot_actions
     seen: Counter[str] = Counter()
@@ -53,12 +56,16 @@ def play_side_by_side(library: list[gym.Env], ours: BatchedSimulator, steps: int
     for _ in range(steps):
         assert np.array_equal(got, expected) and got.dtype == expected.dtype
         assert np.array_equal(ours.state.T if ours.state.ndim == 2 else ours.state, [library_state(e) for e in library])
-        actions = policy(rng, got)
+        stepping = np.flatnonzero(rng.random(len(library)) < 0.5) if masked else slots
+        if len(stepping) == 0:
+            continue
+        actions = policy(rng, got)[stepping]
         before = ours.state.copy()
-        results = [env.step(int(action)) for env, action in zip(library, actions)]
-        got, rewards, terminated, truncated = ours.step(actions)
-        expected = np.stack([result[0] for result in results])
-        assert np.array_equal(got, expected) and got.dtype == expected.dtype
+        results = [library[i].step(int(action)) for i, action in zip(stepping, actions)]
+        stepped, rewards, terminated, truncated = ours.step(actions, stepping if masked else None)
+        got[stepping] = stepped
+        expected[stepping] = np.stack([result[0] for result in results])
+        assert np.array_equal(stepped, expected[stepping]) and stepped.dtype == expected.dtype
         assert np.array_equal(rewards, [float(result[1]) for result in results]) and rewards.dtype == np.float64
         assert np.array_equal(terminated, [result[2] for result in results])
         assert np.array_equal(truncated, [result[3] for result in results])
@@ -68,7 +75,7 @@ def play_side_by_side(library: list[gym.Env], ours: BatchedSimulator, steps: int
         if isinstance(ours, BatchedAcrobot):  # an angle past 2 rad that changed sign went round through ±pi
             seen["wrapped angles"] += ((np.abs(before[:2]) > 2) & (before[:2] * ours.state[:2] < 0)).sum()
             seen["velocities at a bound"] += (np.abs(ours.state[2:]) == ours.max_velocity).sum()
-        ended = np.flatnonzero(terminated | truncated)
+        ended = stepping[terminated | truncated]
         seeds = next_seed + np.arange(len(ended))
         next_seed += len(ended)
         if len(ended):
@@ -78,7 +85,7 @@ def play_side_by_side(library: list[gym.Env], ours: BatchedSimulator, steps: int
     return seen
 
 
-def side_by_side(overrides: list[str], steps: int, first_seed: int, **attributes: Any) -> Counter:
+def side_by_side(overrides: list[str], steps: int, first_seed: int, masked: bool = False, **attributes: Any) -> Counter:
     """SLOTS library envs of the config (`attributes` set on their unwrapped env) against the simulator made of one."""
     cfg = compose_config(["debug=smoke", *overrides]).env
     library = [make_env(cfg) for _ in range(SLOTS)]
@@ -86,7 +93,7 @@ def side_by_side(overrides: list[str], steps: int, first_seed: int, **attributes
         for name, value in attributes.items():
             setattr(env.unwrapped, name, value)
     simulator = BatchedFrozenLake if cfg.name == "frozenlake" else BatchedAcrobot
-    seen = play_side_by_side(library, simulator(library[0], SLOTS), steps, first_seed)
+    seen = play_side_by_side(library, simulator(library[0], SLOTS), steps, first_seed, masked)
     print(dict(seen))
     return seen
 
@@ -119,6 +126,13 @@ def test_acrobot_replays_the_envs_dynamics_and_timestep(attributes):
     assert seen["time limits"] >= 4
 
 
+@pytest.mark.parametrize("env", ["frozenlake", "acrobot"])
+def test_a_step_of_some_slots_leaves_the_others_as_they_are(env):
+    slippery = ["env.make_kwargs.map_name=8x8", "env.make_kwargs.is_slippery=true"] if env == "frozenlake" else []
+    seen = side_by_side([f"env={env}", *slippery], 1_200, 3, masked=True)
+    assert seen["terminations"] >= 10 and seen["time limits"] >= 1
+
+
 def test_the_preset_builds_its_simulator_and_refuses_what_it_cannot_replay():
     assert type(batched_simulator(compose_config(["env=frozenlake"]).env, 3)) is BatchedFrozenLake
     assert type(batched_simulator(compose_config(["env=acrobot"]).env, 3)) is BatchedAcrobot
@@ -145,5 +159,14 @@ def test_a_step_refuses_actions_that_are_not_one_valid_action_a_slot():
     ]:
         with pytest.raises(ValueError, match=message):
             simulator.step(actions)
+    for slots, message in [
+        (np.array([0, 0]), r"step takes distinct 1-D integer slots, not int64 \(2,\)"),
+        (np.array([1.0]), r"step takes distinct 1-D integer slots, not float64 \(1,\)"),
+        (np.zeros(0, np.int64), "step takes at least one slot"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            simulator.step(np.zeros(len(slots), np.int64), slots)
+    with pytest.raises(ValueError, match=r"step takes 1 integer actions, one a slot, not int64 \(2,\)"):
+        simulator.step(np.zeros(2, np.int64), np.array([2]))
     with pytest.raises(ValueError, match="reset takes 1-D integer slots and seeds of one length"):
         simulator.reset(np.arange(2), np.arange(3))

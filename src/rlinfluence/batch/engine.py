@@ -5,7 +5,8 @@ evaluation envs, RNG streams and checkpoint are today's, so its collection, sele
 exactly what today's engine draws (arms stay paired by common random numbers). The seeds' actor-critics are
 stacked for the round (batch/networks.py): one forward per collection step samples every seed's actions,
 and the round's records, influence and PPO update are computed once for all seeds (batch/influence.py,
-batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`), seed after seed. Every
+batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`) on its own episodes, all
+seeds' episodes stepped together on one batched simulator where the env has one (batch/evaluation.py). Every
 selection method runs, on its seed's records and RNG: the scores it ranks by are the stack's; the further
 targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy) differ per seed and
 are asked for one at a time, so each seed's own network scores them at θ_k with Trainer.attribution. The
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.batch.evaluation import stacked_evaluation
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
 from rlinfluence.batch.update import stacked_ppo_update
@@ -31,7 +33,7 @@ from rlinfluence.control.networks import CategoricalHead
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Stopwatch, check_finite_scores, evaluation, round_row
+from rlinfluence.round import Stopwatch, check_finite_scores, round_row
 from rlinfluence.update import make_optimizer
 
 DEFAULT, STACKED = "default", "stacked"
@@ -134,7 +136,7 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     for i, trainer in enumerate(trainers):  # each seed's own network collects and evaluates, and is checkpointed
         trainer.model.load_state_dict(model.seed_state_dict(i))
     watch.lap("time_update")
-    evaluations = [evaluation(trainer, k) for trainer in trainers]
+    evaluations = stacked_evaluation(trainers, k)
     watch.lap("time_eval")
     shares = {column: seconds / len(trainers) for column, seconds in watch.times.items()}
     return [

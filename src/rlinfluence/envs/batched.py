@@ -28,7 +28,9 @@ from rlinfluence.envs.make import EnvSettings, make_env
 class BatchedSimulator:
     """N slots of one env. `reset(slots, seeds)` starts those slots' episodes and returns their observations;
     `step(actions)` advances every slot and returns (observations [N, ...], rewards float64 [N], terminated [N],
-    truncated [N]), truncated as the TimeLimit wrapper sets it (elapsed steps >= max_episode_steps)."""
+    truncated [N]), truncated as the TimeLimit wrapper sets it (elapsed steps >= max_episode_steps);
+    `step(actions, slots)` advances those slots alone (one action each), the others left as they are, and returns
+    theirs: the evaluator steps only the slots whose episodes still run."""
 
     LIBRARY_ENV: ClassVar[type[gym.Env]]  # the unwrapped env it replays
     WRAPPERS: ClassVar[tuple[str, ...]]  # the env.wrappers it replays, in order
@@ -42,6 +44,7 @@ class BatchedSimulator:
         self.max_episode_steps = env.spec.max_episode_steps
         self.elapsed = np.zeros(n, np.int64)
         self.started = np.zeros(n, bool)
+        self.all_slots = np.arange(n)
 
     def reset(self, slots: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         """Reset slots[j] as `env.reset(seed=seeds[j])` does; their observations, [len(slots), ...]."""
@@ -59,23 +62,36 @@ class BatchedSimulator:
         self.started[slots] = True
         return self._start(slots, seeds)
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every slot's `env.step(actions[i])`."""
+    def step(
+        self, actions: np.ndarray, slots: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every slot's `env.step(actions[i])`, or slots[j]'s `env.step(actions[j])` (distinct slots)."""
         actions = np.asarray(actions)
-        if actions.shape != (self.n,) or actions.dtype.kind not in "iu":
-            raise ValueError(f"step takes {self.n} integer actions, one a slot, not {actions.dtype} {actions.shape}")
+        if slots is None:
+            slots = self.all_slots
+        else:
+            slots = np.asarray(slots)
+            if slots.ndim != 1 or slots.dtype.kind not in "iu" or len(np.unique(slots)) != len(slots):
+                raise ValueError(f"step takes distinct 1-D integer slots, not {slots.dtype} {slots.shape}")
+        if actions.shape != slots.shape or actions.dtype.kind not in "iu":
+            raise ValueError(
+                f"step takes {len(slots)} integer actions, one a slot, not {actions.dtype} {actions.shape}"
+            )
+        if len(slots) == 0:
+            raise ValueError("step takes at least one slot")
         if actions.min() < 0 or actions.max() >= self.action_space.n:
             raise ValueError(f"actions lie in 0..{self.action_space.n - 1}, not {actions.min()}..{actions.max()}")
-        if not self.started.all():
+        if not self.started[slots].all():
             raise ValueError("reset every slot before the first step")
-        observations, rewards, terminated = self._advance(actions)
-        self.elapsed += 1
-        return observations, rewards, terminated, self.elapsed >= self.max_episode_steps
+        observations, rewards, terminated = self._advance(slots, actions)
+        self.elapsed[slots] += 1
+        return observations, rewards, terminated, self.elapsed[slots] >= self.max_episode_steps
 
     def _start(self, slots: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _advance(self, slots: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step slots[j] with actions[j]; their observations, rewards and terminations."""
         raise NotImplementedError
 
 
@@ -120,8 +136,6 @@ class BatchedFrozenLake(BatchedSimulator):
         self.state = np.zeros(n, np.int64)  # what env.unwrapped.s holds (env.state_key toy_text_state)
         self.uniforms = np.zeros((n, self.UNIFORMS_AHEAD))
         self.drawn = np.zeros(n, np.int64)  # uniforms used of each slot's row
-        self.slots = np.arange(n)
-        self.first = np.zeros(n, np.int64)  # the only transition of every slot, where none is drawn
 
     def _refill(self, slots: np.ndarray) -> None:
         for slot in slots.tolist():
@@ -145,15 +159,16 @@ class BatchedFrozenLake(BatchedSimulator):
             self.state[slots] = np.argmax(self.start_cumulative > 0)
         return self.one_hot[self.state[slots]]
 
-    def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _advance(self, slots: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        state = self.state[slots]
         if self.drawing:
-            u = self._draw(self.slots)
-            k = np.argmax(self.cumulative[self.state, actions] > u[:, None], axis=1)
+            u = self._draw(slots)
+            k = np.argmax(self.cumulative[state, actions] > u[:, None], axis=1)
         else:
-            k = self.first
-        outcome = (self.state, actions, k)
-        self.state = self.next_state[outcome]
-        return self.one_hot[self.state], self.reward[outcome], self.terminates[outcome]
+            k = np.zeros(len(slots), np.int64)  # the only transition, where none is drawn
+        outcome = (state, actions, k)
+        self.state[slots] = self.next_state[outcome]
+        return self.one_hot[self.state[slots]], self.reward[outcome], self.terminates[outcome]
 
 
 def power2(x: np.ndarray) -> np.ndarray:
@@ -227,8 +242,8 @@ class BatchedAcrobot(BatchedSimulator):
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
         return np.stack((dtheta1, dtheta2, ddtheta1, ddtheta2))
 
-    def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        torque, y0 = self.torques[actions], self.state
+    def _advance(self, slots: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        torque, y0 = self.torques[actions], self.state[:, slots]
         half, dt = self.dt / 2.0, self.dt
         k1 = self._derivatives(y0, torque)
         k2 = self._derivatives(y0 + half * k1, torque)
@@ -241,7 +256,7 @@ class BatchedAcrobot(BatchedSimulator):
             angles[above] -= 2 * math.pi
             angles[below] += 2 * math.pi
         np.minimum(np.maximum(state[2:], -self.max_velocity), self.max_velocity, out=state[2:])
-        self.state = state
+        self.state[:, slots] = state
         terminated = -np.cos(state[0]) - np.cos(state[1] + state[0]) > 1.0
         return self._observe(state), np.where(terminated, 0.0, -1.0), terminated
 

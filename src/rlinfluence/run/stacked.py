@@ -16,8 +16,8 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from rlinfluence.batch.engine import STACKED, seed_list, stacked_round
+from rlinfluence.batch.evaluation import stacked_initial_rows
 from rlinfluence.control.trainer import Trainer
-from rlinfluence.round import initial_row
 from rlinfluence.run import rundir
 from rlinfluence.run.interrupts import Interrupted, StopSignals
 from rlinfluence.run.lifecycle import announce_finished, announce_trained, check_run, prepare_run
@@ -110,7 +110,7 @@ def _train_seeds(runs: list[SeedRun], trainers: list[Trainer], signals: StopSign
             for k in progress:
                 due = [i for i, run in enumerate(runs) if run.start <= k]
                 due_trainers = [trainers[i] for i in due]
-                rows = [initial_row(t) for t in due_trainers] if k == 0 else stacked_round(due_trainers, k)
+                rows = stacked_initial_rows(due_trainers) if k == 0 else stacked_round(due_trainers, k)
                 with signals.deferred():  # each seed's row, checkpoint and summary: all of them or none
                     for i, row in zip(due, rows):
                         write_round(runs[i].cfg, runs[i].run_dir, loggers[i], trainers[i], k, row, processes[i])

@@ -1,0 +1,73 @@
+"""The stacked engine's evaluation: every seed's evaluation episodes of a round stepped together.
+
+Where the env has a batched simulator (envs/batched.py: FrozenLake, Acrobot), one simulator holds every seed's
+evaluation slots (seed i's n_parallel slots side by side) and one masked step advances all the episodes still
+running; elsewhere each seed's Evaluator steps its library envs, seed after seed. Either way each seed plays its
+Evaluator's round (control/evaluation.py's EvaluationRound: its episode seeds, its action noise) and samples its
+actions with its own network on exactly the observations today's Evaluator stacks, so a seed's test return has
+today's bits. The forward stays one per seed: the env steps, not the forwards, are what evaluation spends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlinfluence.control.evaluation import EvaluationRound
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
+from rlinfluence.round import Stopwatch, evaluation, initial_row, is_eval_round
+
+
+def simulator_for(trainers: list[Trainer]) -> BatchedSimulator | None:
+    """One simulator with a slot for every seed's evaluation env; None where no simulator replays the env."""
+    first = trainers[0]
+    try:
+        return batched_simulator(first.cfg.env, len(trainers) * len(first.evaluator.envs))
+    except ValueError:
+        return None
+
+
+def stacked_evaluation(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
+    """Round k's evaluation of each seed (round.evaluation's), on one batched simulator where there is one."""
+    first = trainers[0]  # the seeds differ in their seed alone
+    simulator = simulator_for(trainers) if is_eval_round(k, first.cfg.eval.every, first.cfg.env.rounds) else None
+    if simulator is None:
+        return [evaluation(trainer, k) for trainer in trainers]
+    return simulated_evaluation(simulator, trainers, k)
+
+
+def stacked_initial_rows(trainers: list[Trainer]) -> list[dict[str, Any]]:
+    """Each seed's round-0 row (round.initial_row's), its evaluation's seconds the batch's shared equally."""
+    watch = Stopwatch()
+    evaluations = stacked_evaluation(trainers, 0)
+    watch.lap("time_eval")
+    shares = {column: seconds / len(trainers) for column, seconds in watch.times.items()}
+    return [initial_row(trainer, evaluated | shares) for trainer, evaluated in zip(trainers, evaluations)]
+
+
+@torch.no_grad()
+def simulated_evaluation(simulator: BatchedSimulator, trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
+    """Each seed's EvaluationRound k, seed i in the simulator's slots [i * n_parallel, (i + 1) * n_parallel)."""
+    rounds = [EvaluationRound(trainer.evaluator, k) for trainer in trainers]
+    offsets = [i * episodes.n_slots for i, episodes in enumerate(rounds)]
+    starts = [episodes.start() for episodes in rounds]  # every slot of every seed
+    obs = simulator.reset(np.arange(simulator.n), np.concatenate([seeds for _, seeds in starts]))
+    while True:
+        live = [(i, episodes.live_slots) for i, episodes in enumerate(rounds)]
+        live = [(i, seed_slots) for i, seed_slots in live if seed_slots.size]
+        if not live:
+            return [episodes.metrics() for episodes in rounds]
+        actions = [rounds[i].actions(trainers[i].model, obs[offsets[i] + seed_slots]) for i, seed_slots in live]
+        slots = np.concatenate([offsets[i] + seed_slots for i, seed_slots in live])
+        stepped, rewards, terminated, truncated = simulator.step(np.concatenate(actions).astype(np.int64), slots)
+        obs[slots] = stepped
+        bounds = np.cumsum([seed_slots.size for _, seed_slots in live])[:-1]
+        for (i, seed_slots), seed_rewards, seed_ended in zip(
+            live, np.split(rewards, bounds), np.split(terminated | truncated, bounds)
+        ):
+            starting, seeds = rounds[i].record(seed_slots, seed_rewards, seed_ended)
+            if starting.size:
+                obs[offsets[i] + starting] = simulator.reset(offsets[i] + starting, seeds)
