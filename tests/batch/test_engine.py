@@ -29,7 +29,15 @@ def seed_dir(runs_root: Path, seed: int) -> Path:
 
 @pytest.mark.parametrize(
     "env, method",
-    [("frozenlake", "ppo"), ("frozenlake", "iif"), ("frozenlake", "random"), ("acrobot", "ppo"), ("acrobot", "iif")],
+    [
+        ("frozenlake", "ppo"),
+        ("frozenlake", "iif"),
+        ("frozenlake", "random"),
+        ("acrobot", "ppo"),
+        ("acrobot", "iif"),
+        ("minigrid", "iif"),  # a CNN
+        ("doorkey", "iif"),  # a CNN and Adam
+    ],
 )
 def test_a_seeds_metrics_are_the_same_alone_or_among_others_in_another_order(tmp_path, env, method):
     run_task(tiny(tmp_path / "alone", *STACKED, f"env={env}", f"method={method}", "seed=1"))
@@ -71,8 +79,10 @@ def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_pat
     [
         (["method=consensus"], "engine=stacked runs method=ppo, iif, random; method=consensus runs on engine=default"),
         (["method=iif_auto"], "method.p=auto and method.granularity=episode run on engine=default"),
-        (["env=minigrid"], "engine=stacked runs env.network.kind=mlp only; this command has env.network.kind=cnn"),
-        (["optimizer=adam"], "engine=stacked runs optimizer.name=sgd only; this command has optimizer.name=adam"),
+        (
+            ["env=pong"],
+            "engine=stacked runs env.network.kind=mlp, cnn; env.network.kind=nature_cnn runs on engine=default",
+        ),
         (["logger=wandb"], "engine=stacked runs logger.mode=disabled only; this command has logger.mode=offline"),
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
@@ -103,7 +113,7 @@ def test_a_refused_stacked_command_writes_nothing(tmp_path):
 ROUNDS = 6
 
 
-def command(runs_root: Path, seeds: str) -> list[str]:
+def command(runs_root: Path, seeds: str, *overrides: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -118,6 +128,7 @@ def command(runs_root: Path, seeds: str) -> list[str]:
         "logger=disabled",
         "progress=false",
         f"runs_root={runs_root}",
+        *overrides,
     ]
 
 
@@ -126,9 +137,11 @@ def rounds_logged(runs_root: Path, seed: int) -> int:
     return max(len(paths[0].read_text().splitlines()) - 1, 0) if paths else 0
 
 
-def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int) -> str:
+def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int, *overrides: str) -> str:
     """The batch `seeds`, sent `signal_number` once `seed` has logged `rounds` rounds; its last line on stderr."""
-    process = subprocess.Popen(command(runs_root, seeds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command(runs_root, seeds, *overrides), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while rounds_logged(runs_root, seed) < rounds and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -139,16 +152,18 @@ def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signa
 
 
 @pytest.mark.slow
-def test_a_batch_interrupted_or_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path):
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])  # Adam: each seed's moments and step count resume
+def test_a_batch_interrupted_or_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path, optimizer):
+    setting = f"optimizer={optimizer}"
     reference = tmp_path / "reference"
-    subprocess.run(command(reference, "[0,1,2]"), check=True, capture_output=True, timeout=300)
+    subprocess.run(command(reference, "[0,1,2]", setting), check=True, capture_output=True, timeout=300)
     interrupted = tmp_path / "interrupted"
-    stopped = run_until_stopped(interrupted, "[1]", 1, 3, signal.SIGINT)  # seed 1 ahead of the others
+    stopped = run_until_stopped(interrupted, "[1]", 1, 3, signal.SIGINT, setting)  # seed 1 ahead of the others
     assert stopped.startswith("rlinfluence: interrupted in round ") and "rerun the same command" in stopped
-    run_until_stopped(interrupted, "[0,1,2]", 0, 2, signal.SIGKILL)
+    run_until_stopped(interrupted, "[0,1,2]", 0, 2, signal.SIGKILL, setting)
     assert rounds_logged(interrupted, 1) > rounds_logged(interrupted, 0)
     assert rounds_logged(interrupted, 1) < ROUNDS + 1, "the batch finished before it could be killed"
-    subprocess.run(command(interrupted, "[0,1,2]"), check=True, capture_output=True, timeout=300)
+    subprocess.run(command(interrupted, "[0,1,2]", setting), check=True, capture_output=True, timeout=300)
     for seed in (0, 1, 2):
         expected = metrics_rows(seed_dir(reference, seed), timings=False)
         assert len(expected) == ROUNDS + 1
