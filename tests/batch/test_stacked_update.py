@@ -11,7 +11,7 @@ import torch
 from conftest import compose_config
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
-from rlinfluence.batch.optim import StackedAdam, stacked_optimizer
+from rlinfluence.batch.optim import STACKED_OPTIMIZERS, StackedAdam, stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
@@ -20,7 +20,7 @@ from rlinfluence.records import RolloutBuffer
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
-from rlinfluence.update import make_optimizer, ppo_update
+from rlinfluence.update import OPTIMIZERS, make_optimizer, ppo_update
 
 SEEDS = list(range(16))
 N_STEPS = 200  # 7 minibatches of 32 (debug=smoke) per epoch, the last a smaller one
@@ -169,6 +169,7 @@ def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():
     with pytest.raises(ValueError, match="^the stacked update runs Adam without weight decay, amsgrad or maximize$"):
         StackedAdam(model, [(seed, decaying)] * 2, 1e-3)
     sgd = stacked_optimizer("sgd", model, [], 1e-3)
+    assert STACKED_OPTIMIZERS.keys() == OPTIMIZERS.keys()  # every optimizer.name runs stacked
     with pytest.raises(ValueError, match="^0 buffers, 0 selections and 1 generators for 2 seeds$"):
         stacked_ppo_update(model, sgd, [], [], cfg.ppo, [shuffle_rng(0)])
     with pytest.raises(ValueError, match=r"^1 buffers \(of sizes \[0\]\) for 2 seeds$"):

@@ -10,19 +10,22 @@ today's engine writes them) and are stacked for the round's update.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
 from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.choices import chosen
 
 MOMENTS = ("exp_avg", "exp_avg_sq")  # torch.optim.Adam's state names
-SeedOptimizers = list[tuple[nn.Module, torch.optim.Optimizer]]  # each seed's network and its optimizer
+SeedOptimizers = Sequence[tuple[nn.Module, torch.optim.Optimizer]]  # each seed's network and its optimizer
 
 
 class StackedSGD:
     """torch's SGD (foreach, no momentum) on the stack: a seed's slice steps as that seed alone would."""
 
-    def __init__(self, model: StackedActorCritic, lr: float):
+    def __init__(self, model: StackedActorCritic, seed_optimizers: SeedOptimizers, lr: float):
         self.sgd = torch.optim.SGD(model.parameters(), lr=lr, foreach=True)
 
     def zero_grad(self) -> None:
@@ -103,6 +106,8 @@ class StackedAdam:
 
 
 StackedOptimizer = StackedSGD | StackedAdam
+# optimizer.name -> the stack's (update.OPTIMIZERS' names)
+STACKED_OPTIMIZERS: dict[str, type[StackedOptimizer]] = {"sgd": StackedSGD, "adam": StackedAdam}
 
 
 def _seed_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[int, dict[str, dict[str, torch.Tensor]]]:
@@ -118,4 +123,4 @@ def stacked_optimizer(
     name: str, model: StackedActorCritic, seed_optimizers: SeedOptimizers, lr: float
 ) -> StackedOptimizer:
     """The stack's optimizer for optimizer.name `name` at learning rate `lr`, carrying on from the seeds' own."""
-    return StackedAdam(model, seed_optimizers, lr) if name == "adam" else StackedSGD(model, lr)
+    return chosen(STACKED_OPTIMIZERS, "optimizer.name", name)(model, seed_optimizers, lr)
