@@ -38,6 +38,7 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.config.paths import CONFIG_DIR
 from rlinfluence.control.trainer import Trainer
@@ -47,7 +48,7 @@ from rlinfluence.influence import influence_scores
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
-from rlinfluence.update import make_optimizer, ppo_update
+from rlinfluence.update import ppo_update
 
 
 def compose_config(overrides: list[str]):
@@ -70,7 +71,9 @@ class Seeds:
         self.models = [trainer.model for trainer in trainers]
         self.optimizers = [trainer.optimizer for trainer in trainers]
         self.stacked = StackedActorCritic([copy.deepcopy(model) for model in self.models])
-        self.stacked_optimizer = make_optimizer(self.cfg.optimizer, self.stacked.parameters())
+        self.stacked_optimizer = stacked_optimizer(
+            self.cfg.optimizer.name, self.stacked, list(zip(self.models, self.optimizers)), self.cfg.optimizer.lr
+        )
         self.vmapped = stack_module_state([copy.deepcopy(model) for model in self.models])
 
     def rngs(self) -> list[np.random.Generator]:

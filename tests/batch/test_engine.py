@@ -55,6 +55,8 @@ SMALL_EVALUATION = ("eval.episodes=7", "eval.n_parallel=3")
         ("frozenlake", "iif method.granularity=episode", BATCHES[:2]),
         ("frozenlake", "advantage method.variant=h1", BATCHES[:2]),
         ("acrobot", "td_error", BATCHES[:2]),
+        ("minigrid", "iif", BATCHES[:2]),  # a CNN
+        ("doorkey", "iif", BATCHES[:2]),  # a CNN and Adam
     ],
 )
 def test_a_seeds_metrics_are_the_same_alone_or_among_others_in_another_order(tmp_path, env, method, batches):
@@ -127,8 +129,10 @@ def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_pat
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["env=minigrid"], "engine=stacked runs env.network.kind=mlp only; this command has env.network.kind=cnn"),
-        (["optimizer=adam"], "engine=stacked runs optimizer.name=sgd only; this command has optimizer.name=adam"),
+        (
+            ["env=pong"],
+            "engine=stacked runs env.network.kind=mlp, cnn; env.network.kind=nature_cnn runs on engine=default",
+        ),
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
     ],
@@ -158,7 +162,7 @@ def test_a_refused_stacked_command_writes_nothing(tmp_path):
 ROUNDS = 6
 
 
-def command(runs_root: Path, seeds: str) -> list[str]:
+def command(runs_root: Path, seeds: str, *overrides: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -173,6 +177,7 @@ def command(runs_root: Path, seeds: str) -> list[str]:
         "logger=disabled",
         "progress=false",
         f"runs_root={runs_root}",
+        *overrides,
     ]
 
 
@@ -181,9 +186,11 @@ def rounds_logged(runs_root: Path, seed: int) -> int:
     return max(len(paths[0].read_text().splitlines()) - 1, 0) if paths else 0
 
 
-def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int) -> str:
+def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int, *overrides: str) -> str:
     """The batch `seeds`, sent `signal_number` once `seed` has logged `rounds` rounds; its last line on stderr."""
-    process = subprocess.Popen(command(runs_root, seeds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command(runs_root, seeds, *overrides), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while rounds_logged(runs_root, seed) < rounds and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -194,16 +201,18 @@ def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signa
 
 
 @pytest.mark.slow
-def test_a_batch_interrupted_or_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path):
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])  # Adam: each seed's moments and step count resume
+def test_a_batch_interrupted_or_killed_minus_9_resumes_each_seed_from_its_own_round(tmp_path, optimizer):
+    setting = f"optimizer={optimizer}"
     reference = tmp_path / "reference"
-    subprocess.run(command(reference, "[0,1,2]"), check=True, capture_output=True, timeout=300)
+    subprocess.run(command(reference, "[0,1,2]", setting), check=True, capture_output=True, timeout=300)
     interrupted = tmp_path / "interrupted"
-    stopped = run_until_stopped(interrupted, "[1]", 1, 3, signal.SIGINT)  # seed 1 ahead of the others
+    stopped = run_until_stopped(interrupted, "[1]", 1, 3, signal.SIGINT, setting)  # seed 1 ahead of the others
     assert stopped.startswith("rlinfluence: interrupted in round ") and "rerun the same command" in stopped
-    run_until_stopped(interrupted, "[0,1,2]", 0, 2, signal.SIGKILL)
+    run_until_stopped(interrupted, "[0,1,2]", 0, 2, signal.SIGKILL, setting)
     assert rounds_logged(interrupted, 1) > rounds_logged(interrupted, 0)
     assert rounds_logged(interrupted, 1) < ROUNDS + 1, "the batch finished before it could be killed"
-    subprocess.run(command(interrupted, "[0,1,2]"), check=True, capture_output=True, timeout=300)
+    subprocess.run(command(interrupted, "[0,1,2]", setting), check=True, capture_output=True, timeout=300)
     for seed in (0, 1, 2):
         expected = metrics_rows(seed_dir(reference, seed), timings=False)
         assert len(expected) == ROUNDS + 1

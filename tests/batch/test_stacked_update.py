@@ -11,15 +11,16 @@ import torch
 from conftest import compose_config
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.optim import STACKED_OPTIMIZERS, StackedAdam, stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import influence_scores
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.seeding import numpy_generator, spawn_streams
+from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
-from rlinfluence.update import make_optimizer, ppo_update
+from rlinfluence.update import OPTIMIZERS, make_optimizer, ppo_update
 
 SEEDS = list(range(16))
 N_STEPS = 200  # 7 minibatches of 32 (debug=smoke) per epoch, the last a smaller one
@@ -56,9 +57,10 @@ class Seeds:
     def stacked_update(self, seeds: list[int]) -> dict[int, tuple[dict[str, torch.Tensor], dict[str, float]]]:
         """Seed → (its parameters, its statistics) after one stacked update of `seeds`, in that order."""
         model = self.stack(seeds)
+        seed_optimizers = [(self.trainers[seed].model, self.trainers[seed].optimizer) for seed in seeds]
         stats = stacked_ppo_update(
             model,
-            make_optimizer(self.cfg.optimizer, model.parameters()),
+            stacked_optimizer(self.cfg.optimizer.name, model, seed_optimizers, self.cfg.optimizer.lr),
             [self.buffers[seed] for seed in seeds],
             [self.selections[seed] for seed in seeds],
             self.cfg.ppo,
@@ -74,10 +76,13 @@ def shuffle_rng(seed: int) -> np.random.Generator:
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: a run's torch_threads
 
 
-@pytest.fixture(scope="module", params=["frozenlake", "acrobot"])
+@pytest.fixture(
+    scope="module", params=["frozenlake", "acrobot", "acrobot optimizer=adam", "doorkey"]
+)  # MLPs and a CNN (MiniGrid's, on DoorKey), SGD and Adam (DoorKey's)
 def seeds(request, one_thread) -> Seeds:
     # max_grad_norm 0.5 clips (Acrobot's value loss alone is in the hundreds): per seed, or the seeds would mix.
-    return Seeds(request.param, "ppo.max_grad_norm=0.5")
+    env, *overrides = request.param.split()
+    return Seeds(env, "ppo.max_grad_norm=0.5", *overrides)
 
 
 def test_each_seeds_slice_starts_as_todays_engine_starts_that_seed(seeds):
@@ -98,7 +103,7 @@ def test_one_stacked_seed_takes_todays_update_up_to_float_rounding(seeds):
         start = {name: value.clone() for name, value in model.state_dict().items()}
         today = ppo_update(
             model,
-            make_optimizer(seeds.cfg.optimizer, model.parameters()),
+            make_optimizer(seeds.cfg.optimizer, model.parameters()),  # a fresh one, as the stack's
             seeds.buffers[seed],
             seeds.selections[seed],
             seeds.cfg.ppo,
@@ -147,17 +152,62 @@ def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others
 def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():
     net = compose_config(["env=acrobot"]).env.network
     continuous = gym.spaces.Box(-1.0, 1.0, (2,))
-    with pytest.raises(ValueError, match="^the stacked engine runs env.network.kind=mlp with discrete actions only"):
+    with pytest.raises(ValueError, match="^the stacked engine runs discrete actions only$"):
         StackedActorCritic([ActorCritic(gym.spaces.Box(-1.0, 1.0, (6,)), continuous, net, torch.Generator())])
     model = StackedActorCritic.from_seeds(gym.spaces.Box(-1.0, 1.0, (6,)), gym.spaces.Discrete(3), net, [0, 1])
     with pytest.raises(ValueError, match="^observations for 3 seeds, the stack runs 2$"):
         model(torch.zeros(3, 4, 6))
-    cfg = compose_config(["env=acrobot", "optimizer=adam"])
-    adam = make_optimizer(cfg.optimizer, model.parameters())
-    with pytest.raises(ValueError, match=r"^the stacked update runs optimizer.name=sgd \(no momentum\) only"):
-        stacked_ppo_update(model, adam, [], [], cfg.ppo, [])
-    sgd = make_optimizer(compose_config(["env=acrobot"]).optimizer, model.parameters())
+    cfg = compose_config(["env=acrobot"])
+    seed = ActorCritic(gym.spaces.Box(-1.0, 1.0, (6,)), gym.spaces.Discrete(3), net, torch.Generator())
+    decaying = torch.optim.Adam(seed.parameters(), weight_decay=0.1)
+    with pytest.raises(ValueError, match="^the stacked update runs Adam without weight decay, amsgrad or maximize$"):
+        StackedAdam(model, [(seed, decaying)] * 2, 1e-3)
+    sgd = stacked_optimizer("sgd", model, [], 1e-3)
+    assert STACKED_OPTIMIZERS.keys() == OPTIMIZERS.keys()  # every optimizer.name runs stacked
     with pytest.raises(ValueError, match="^0 buffers, 0 selections and 1 generators for 2 seeds$"):
         stacked_ppo_update(model, sgd, [], [], cfg.ppo, [shuffle_rng(0)])
     with pytest.raises(ValueError, match=r"^1 buffers \(of sizes \[0\]\) for 2 seeds$"):
         stacked_influence_scores(model, [RolloutBuffer(*[torch.zeros(0)] * 11)], ReturnTarget(), cfg.ppo)
+
+
+def test_stacked_adam_steps_each_seed_as_torch_adam_steps_it_alone():
+    """Seeds stepping in different minibatches (different counts): each one's parameters and Adam state after
+    every step are torch.optim.Adam's on that seed alone, a seed that sits a step out moves nothing, and the
+    state kept in each seed's optimizer carries into the next round's stack."""
+    cfg = compose_config(["env=minigrid", "optimizer=adam", "optimizer.lr=0.01"])  # a CNN and an MLP
+    space, actions = gym.spaces.Box(0, 255, (3, 7, 7), np.uint8), gym.spaces.Discrete(3)
+    seeds = [4, 1, 7]
+    alone = [ActorCritic(space, actions, cfg.env.network, torch_generator(spawn_streams(s)["network"])) for s in seeds]
+    torch_adams = [make_optimizer(cfg.optimizer, model.parameters()) for model in alone]
+    mine = [copy.deepcopy(model) for model in alone]  # each seed's network and optimizer in the engine
+    mine_adams = [make_optimizer(cfg.optimizer, model.parameters()) for model in mine]
+    draw = torch.Generator().manual_seed(0)
+    for schedule in ([[0, 1, 2], [0, 2], [2], [1]], [[1], [0, 1, 2], [2, 0]]):  # a round, then the next
+        stack = StackedActorCritic(mine)
+        adam = StackedAdam(stack, list(zip(mine, mine_adams)), cfg.optimizer.lr)
+        for stepping in schedule:
+            grads = [
+                {key: torch.randn(p.shape, generator=draw) for key, p in model.named_parameters()} for model in alone
+            ]
+            for k in stepping:
+                for key, p in alone[k].named_parameters():
+                    p.grad = grads[k][key]
+                torch_adams[k].step()
+            for key, layer, attr in stack.seed_parameters():  # every seed has a gradient; only `stepping` step
+                getattr(layer, attr).grad = layer.stacked(attr, [seed_grads[key] for seed_grads in grads])
+            adam.step(stepping)
+            for k, model in enumerate(alone):
+                parameters = stack.seed_state_dict(k)
+                for key, value in model.state_dict().items():
+                    assert torch.allclose(parameters[key], value, rtol=1e-6, atol=1e-9), (k, key)
+        for k, model in enumerate(mine):
+            model.load_state_dict(stack.seed_state_dict(k))
+        adam.keep(list(zip(mine, mine_adams)))
+        for k in range(len(seeds)):
+            kept, expected = mine_adams[k].state_dict(), torch_adams[k].state_dict()
+            assert kept["param_groups"] == expected["param_groups"]
+            for index, state in expected["state"].items():
+                assert torch.equal(kept["state"][index]["step"], state["step"])
+                for moment in ("exp_avg", "exp_avg_sq"):
+                    assert torch.allclose(kept["state"][index][moment], state[moment], rtol=1e-6, atol=1e-12)
+    assert [int(adam_state["state"][0]["step"]) for adam_state in (a.state_dict() for a in torch_adams)] == [4, 4, 5]

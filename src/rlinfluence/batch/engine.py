@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlinfluence.batch.evaluation import stacked_evaluation
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
+from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.config.schema import PPOConfig
@@ -34,16 +35,14 @@ from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, round_row
-from rlinfluence.update import make_optimizer
 
 DEFAULT, STACKED = "default", "stacked"
 ENGINES = (DEFAULT, STACKED)
+STACKED_NETWORKS = ("mlp", "cnn")  # env.network.kind: nature_cnn's strided convolutions are untested stacked
 # The settings whose non-default values the stacked round does not implement: key, the value it runs.
 STACKED_ONLY = (
     ("task", "train"),
     ("env.agent", "control"),
-    ("env.network.kind", "mlp"),
-    ("optimizer.name", "sgd"),
     ("target.name", "return"),
     ("influence.backend", "jvp"),
     ("influence.normalization", "buffer"),
@@ -74,6 +73,12 @@ def check_engine(cfg: DictConfig) -> None:
     for key, value in STACKED_ONLY:
         actual = OmegaConf.select(cfg, key)
         require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}")
+    kind = cfg.env.network.kind
+    require(
+        kind in STACKED_NETWORKS,
+        f"engine=stacked runs env.network.kind={', '.join(STACKED_NETWORKS)}; env.network.kind={kind} runs on "
+        "engine=default",
+    )
     env = make_env(cfg.env)
     action_space = env.action_space
     env.close()
@@ -129,12 +134,12 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
         for trainer, buffer, seed_scores in zip(trainers, records, scores)
     ]
     watch.lap("time_select")
-    optimizer = make_optimizer(first.cfg.optimizer, model.parameters())
-    for group in optimizer.param_groups:
-        group["lr"] = first.learning_rate(k)
+    seed_optimizers = [(trainer.model, trainer.optimizer) for trainer in trainers]
+    optimizer = stacked_optimizer(first.cfg.optimizer.name, model, seed_optimizers, first.learning_rate(k))
     stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers])
     for i, trainer in enumerate(trainers):  # each seed's own network collects and evaluates, and is checkpointed
         trainer.model.load_state_dict(model.seed_state_dict(i))
+    optimizer.keep(seed_optimizers)  # Adam's state carries on in each seed's optimizer (and checkpoint)
     watch.lap("time_update")
     evaluations = stacked_evaluation(trainers, k)
     watch.lap("time_eval")

@@ -41,11 +41,11 @@ def stacked_influence_scores(
     if len(buffers) != model.n_seeds or len({len(buffer) for buffer in buffers}) != 1:
         raise ValueError(f"{len(buffers)} buffers (of sizes {[len(b) for b in buffers]}) for {model.n_seeds} seeds")
     policy = _StackedPolicy(model)
-    # The policy's parameters: the value path's are not attributed (an MLP's flatten has none).
+    # The policy's parameters (ActorCritic.policy_parameter_names'): the value path's are not attributed.
     params: Params = {
         name: p.detach()
         for name, p in policy.named_parameters()
-        if name.startswith(("model.pi_body.", "model.action_head."))
+        if name.startswith(("model.features.", "model.pi_body.", "model.action_head."))
     }
     obs = torch.stack([buffer.obs for buffer in buffers])
     actions = torch.stack([buffer.actions for buffer in buffers])

@@ -1,12 +1,14 @@
-"""N actor-critics of one MLP config (N seeds) as one module: each layer's N weights stacked as [N, in, out]
-and applied with one `torch.baddbmm`, so a forward or backward costs one call for all seeds.
+"""N actor-critics of one config (N seeds) as one module: each layer's N weights stacked as [N, in, out]
+and applied with one `torch.baddbmm` (a convolution's after an unfold), so a forward or backward costs one
+call for all seeds.
 
 Seed k's slice starts bit-for-bit as today's engine initialises seed k (`from_seeds` builds each seed's
 `ActorCritic` and stacks it). The slices never mix, and a slice's numbers do not depend on which or how many
 seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives each slice the same bits for any N (tested
 for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two, Acrobot's
 slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends to another
-kernel; the value head is therefore a product and a sum over its inputs. These kernels round differently from
+kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN (unfold, baddbmm)
+is tested the same way (tests/batch/). These kernels round differently from
 today's `nn.Linear` (addmm), so a stacked seed is today's run up to float rounding, not bit-for-bit.
 """
 
@@ -20,58 +22,128 @@ import torch
 from torch import nn
 
 from rlinfluence.config.schema import NetworkConfig
-from rlinfluence.control.networks import ActorCritic, CategoricalHead
+from rlinfluence.control.networks import ActorCritic, CategoricalHead, ImageScale
 from rlinfluence.seeding import spawn_streams, torch_generator
 
 
-class StackedLinear(nn.Module):
-    """N `nn.Linear`s of one shape: weight [N, in, out], bias [N, 1, out]."""
+class _StackedLayer(nn.Module):
+    """N layers of one shape (`nn.Linear` or `nn.Conv2d`), each parameter stacked by seed on dim 0 in the layout
+    its kernel reads: weight [N, in, out] (a convolution's `in` its channels × kernel, as `F.unfold` lays
+    them out), bias [N, 1, out]. `stacked` and `seed_tensor` convert between the layouts for anything shaped
+    as a parameter (the parameters themselves, Adam's moments)."""
 
-    def __init__(self, linears: list[nn.Linear]):
+    def __init__(self, layers: list[nn.Linear] | list[nn.Conv2d]):
         super().__init__()
-        self.weight = nn.Parameter(torch.stack([linear.weight.detach().t() for linear in linears]).contiguous())
-        self.bias = nn.Parameter(torch.stack([linear.bias.detach() for linear in linears]).unsqueeze(1))
+        self.seed_shape = tuple(layers[0].weight.shape)
+        self.weight = nn.Parameter(self.stacked("weight", [layer.weight.detach() for layer in layers]))
+        self.bias = nn.Parameter(self.stacked("bias", [cast(torch.Tensor, layer.bias).detach() for layer in layers]))
+
+    def stacked(self, name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """The seeds' `name` tensors (today's layout, in stack order) in the stack's layout."""
+        if name == "bias":
+            return torch.stack(tensors).unsqueeze(1)
+        return torch.stack([tensor.reshape(len(tensor), -1).t() for tensor in tensors]).contiguous()
+
+    def seed_tensor(self, name: str, stacked: torch.Tensor, k: int) -> torch.Tensor:
+        """Seed k's slice of a `stacked` tensor shaped as parameter `name`, in today's layout."""
+        if name == "bias":
+            return stacked[k, 0].clone()
+        return stacked[k].t().reshape(self.seed_shape).clone()
+
+    def stacked_weights(self, seeds: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        return (self.weight, self.bias) if seeds is None else (self.weight[seeds], self.bias[seeds])
+
+
+class StackedLinear(_StackedLayer):
+    """N `nn.Linear`s of one shape."""
 
     def forward(self, x: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
         """x [m, B, in] -> [m, B, out], for all seeds (None) or the m `seeds` (indices into the stack)."""
-        weight, bias = (self.weight, self.bias) if seeds is None else (self.weight[seeds], self.bias[seeds])
+        weight, bias = self.stacked_weights(seeds)
         if weight.shape[-1] == 1:  # baddbmm's kernel for a 1-wide output at N = 1 rounds unlike at N > 1
             return (x * weight.transpose(1, 2)).sum(-1, keepdim=True) + bias
         return torch.baddbmm(bias, x, weight)
 
-    def seed_state(self, k: int, name: str) -> dict[str, torch.Tensor]:
-        """Seed k's weight and bias as today's `nn.Linear` called `name` holds them."""
-        return {f"{name}.weight": self.weight[k].t().clone(), f"{name}.bias": self.bias[k, 0].clone()}
+
+class StackedConv2d(_StackedLayer):
+    """N `nn.Conv2d`s of one shape (no padding, dilation or groups), as an unfold and a `baddbmm`: grouped
+    `conv2d` (groups = N) gives a seed other bits at N = 1 than among others (its 3-channel first layer on
+    MiniGrid's 7×7 view, one thread), the unfold's products do not."""
+
+    def __init__(self, convs: list[nn.Conv2d]):
+        super().__init__(convs)
+        first = convs[0]
+        if first.padding != (0, 0) or first.dilation != (1, 1) or first.groups != 1:
+            raise ValueError(f"the stacked engine runs convolutions without padding, dilation or groups: {first}")
+        self.kernel_size, self.stride = first.kernel_size, first.stride
+
+    def forward(self, x: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
+        """x [m, B, C, H, W] -> [m, B, out, H', W']."""
+        weight, bias = self.stacked_weights(seeds)
+        m, batch, _, height, width = x.shape
+        columns = nn.functional.unfold(x.flatten(0, 1), self.kernel_size, stride=self.stride)  # [mB, in, H'W']
+        out = torch.baddbmm(bias, columns.transpose(1, 2).reshape(m, -1, columns.shape[1]), weight)
+        out_height = (height - self.kernel_size[0]) // self.stride[0] + 1
+        out_width = (width - self.kernel_size[1]) // self.stride[1] + 1
+        return out.view(m, batch, out_height, out_width, -1).permute(0, 1, 4, 2, 3)
 
 
-def _linears(body: nn.Sequential, name: str) -> list[tuple[str, nn.Linear]]:
-    return [(f"{name}.{i}", layer) for i, layer in enumerate(body) if isinstance(layer, nn.Linear)]
+STACKED_LAYERS: dict[type[nn.Module], type[_StackedLayer]] = {nn.Linear: StackedLinear, nn.Conv2d: StackedConv2d}
+STATELESS = (nn.Tanh, nn.ReLU, ImageScale)  # elementwise: the same on [m, B, ...]
+
+
+def _layers(module: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
+    """A module's leaves in forward order, named as today's `state_dict` names them."""
+    return [
+        (f"{name}.{leaf}" if leaf else name, layer)
+        for leaf, layer in module.named_modules()
+        if not list(layer.children())
+    ]
+
+
+class _StackedPath(nn.ModuleList):
+    """One path of today's network (the feature extractor, a body), its layers stacked by seed in forward order."""
+
+    def __init__(self, models: list[ActorCritic], path: str):
+        named = _layers(getattr(models[0], path), path)
+        per_model = [[layer for _, layer in _layers(getattr(model, path), path)] for model in models]
+        layers: list[nn.Module] = []
+        for same_layer in zip(*per_model):
+            layer = same_layer[0]
+            if type(layer) in STACKED_LAYERS:
+                layers.append(STACKED_LAYERS[type(layer)](list(same_layer)))
+            elif isinstance(layer, nn.Flatten):
+                layers.append(nn.Flatten(2))  # the seed and batch dims stay
+            elif isinstance(layer, STATELESS):
+                layers.append(layer)
+            else:
+                raise ValueError(f"the stacked engine cannot stack {path}'s {type(layer).__name__}")
+        super().__init__(layers)
+        self.names = [name for name, layer in named if type(layer) in STACKED_LAYERS]  # today's, of each stacked one
+
+    def forward(self, x: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
+        for layer in self:
+            x = layer(x, seeds) if isinstance(layer, _StackedLayer) else layer(x)
+        return x
+
+    def stacked_layers(self) -> list[_StackedLayer]:
+        return [layer for layer in self if isinstance(layer, _StackedLayer)]
 
 
 class StackedActorCritic(nn.Module):
-    """`ActorCritic`s of one config with flat (MLP) observations and discrete actions, stacked by seed."""
+    """`ActorCritic`s of one config with discrete actions, stacked by seed; an MLP's or a CNN's features."""
 
     def __init__(self, models: list[ActorCritic]):
         super().__init__()
         first = models[0]
-        if not isinstance(first.features, nn.Flatten) or not isinstance(first.action_head, CategoricalHead):
-            raise ValueError(
-                "the stacked engine runs env.network.kind=mlp with discrete actions only (FrozenLake, Acrobot)"
-            )
+        if not isinstance(first.action_head, CategoricalHead):
+            raise ValueError("the stacked engine runs discrete actions only")
         self.n_seeds = len(models)
-        # Today's module names of each stacked layer, in forward order: what `seed_state_dict` writes.
-        self.pi_names = [name for name, _ in _linears(first.pi_body, "pi_body")]
-        self.vf_names = [name for name, _ in _linears(first.vf_body, "vf_body")]
-        self.pi_body = self._stack(models, lambda model: _linears(model.pi_body, "pi_body"))
-        self.vf_body = self._stack(models, lambda model: _linears(model.vf_body, "vf_body"))
+        self.features = _StackedPath(models, "features")
+        self.pi_body = _StackedPath(models, "pi_body")
+        self.vf_body = _StackedPath(models, "vf_body")
         self.action_head = StackedLinear([model.action_head.linear for model in models])
         self.value_head = StackedLinear([model.value_head for model in models])
-        self.activation = type(first.pi_body[1])()
-
-    @staticmethod
-    def _stack(models: list[ActorCritic], layers) -> nn.ModuleList:
-        per_model = [[linear for _, linear in layers(model)] for model in models]
-        return nn.ModuleList(StackedLinear(list(same_layer)) for same_layer in zip(*per_model))
 
     @classmethod
     def from_seeds(
@@ -85,22 +157,18 @@ class StackedActorCritic(nn.Module):
             ]
         )
 
-    def _body(self, layers: nn.ModuleList, x: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
-        for layer in layers:
-            x = self.activation(layer(x, seeds))
-        return x
-
     def forward(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [m, B, *obs_shape] -> (logits [m, B, actions], values [m, B]), m = all seeds or len(seeds)."""
         n = self.n_seeds if seeds is None else len(seeds)
         if obs.shape[0] != n:
             raise ValueError(f"observations for {obs.shape[0]} seeds, the stack runs {n}")
-        values = self.value_head(self._body(self.vf_body, obs.flatten(2), seeds), seeds).squeeze(-1)
-        return self.policy_logits(obs, seeds), values
+        features = self.features(obs, seeds)
+        values = self.value_head(self.vf_body(features, seeds), seeds).squeeze(-1)
+        return self.action_head(self.pi_body(features, seeds), seeds), values
 
     def policy_logits(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> torch.Tensor:
         """The policy's half of `forward` (influence attributes the policy alone)."""
-        return self.action_head(self._body(self.pi_body, obs.flatten(2), seeds), seeds)
+        return self.action_head(self.pi_body(self.features(obs, seeds), seeds), seeds)
 
     @staticmethod
     def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,17 +176,22 @@ class StackedActorCritic(nn.Module):
         log_prob, entropy = CategoricalHead.log_prob_entropy(logits.flatten(0, 1), actions.flatten())
         return log_prob.view(actions.shape[:2]), entropy.view(actions.shape[:2])
 
-    def seed_state_dict(self, k: int) -> dict[str, torch.Tensor]:
-        """Seed k's parameters as today's `ActorCritic.state_dict()` names them (its checkpoint, its replay)."""
-        named = [
-            *zip(self.pi_names, self.pi_body),
-            *zip(self.vf_names, self.vf_body),
+    def seed_parameters(self) -> list[tuple[str, _StackedLayer, str]]:
+        """Each stacked parameter: (today's `state_dict` key, its layer, its attribute), in `parameters()` order."""
+        layers = [
+            *(
+                pair
+                for path in (self.features, self.pi_body, self.vf_body)
+                for pair in zip(path.names, path.stacked_layers())
+            ),
             ("action_head.linear", self.action_head),
             ("value_head", self.value_head),
         ]
-        return {
-            key: value for name, layer in named for key, value in cast(StackedLinear, layer).seed_state(k, name).items()
-        }
+        return [(f"{name}.{attr}", layer, attr) for name, layer in layers for attr in ("weight", "bias")]
+
+    def seed_state_dict(self, k: int) -> dict[str, torch.Tensor]:
+        """Seed k's parameters as today's `ActorCritic.state_dict()` names them (its checkpoint, its replay)."""
+        return {key: layer.seed_tensor(attr, getattr(layer, attr), k) for key, layer, attr in self.seed_parameters()}
 
 
 class SeedCritic:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.optim import StackedOptimizer
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
@@ -25,15 +26,6 @@ from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
 
 STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-
-
-def check_stateless_sgd(optimizer: torch.optim.Optimizer) -> None:
-    """A step that some seeds sit out must leave them as they are: plain SGD (the paper's) keeps no state."""
-    if not isinstance(optimizer, torch.optim.SGD) or any(group["momentum"] for group in optimizer.param_groups):
-        raise ValueError(
-            "the stacked update runs optimizer.name=sgd (no momentum) only: Adam's moments and step count "
-            "would have to step per seed"
-        )
 
 
 def clip_grad_norm_per_seed(parameters: Iterable[nn.Parameter], max_norm: float) -> None:
@@ -56,14 +48,15 @@ def _minibatches(selection: Selection, ppo: PPOConfig, rng: np.random.Generator)
 
 def _minibatch_step(
     model: StackedActorCritic,
-    optimizer: torch.optim.Optimizer,
+    optimizer: StackedOptimizer,
     records: list[RolloutBuffer],
     ids: list[torch.Tensor],
-    seeds: torch.Tensor | None,
+    group: list[int],
     ppo: PPOConfig,
 ) -> torch.Tensor:
-    """One gradient step of the seeds `seeds` (None: all) on their minibatches `ids` (one size); their
-    [seeds, 5] statistics."""
+    """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` (one size);
+    their [seeds, 5] statistics."""
+    seeds = None if len(group) == model.n_seeds else torch.tensor(group)
     obs = torch.stack([buffer.obs[i] for buffer, i in zip(records, ids)])
     actions = torch.stack([buffer.actions[i] for buffer, i in zip(records, ids)])
     old_log_prob = torch.stack([buffer.log_probs[i] for buffer, i in zip(records, ids)])
@@ -78,11 +71,11 @@ def _minibatch_step(
         log_prob, old_log_prob, torch.stack(advantages), clip_range, entropy, float(ppo.ent_coef)
     ).mean(-1)
     value_loss = value_loss_per_record(values, returns).mean(-1)
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad()
     (policy_loss + float(ppo.vf_coef) * value_loss).sum().backward()
     if ppo.max_grad_norm is not None:
         clip_grad_norm_per_seed(model.parameters(), float(ppo.max_grad_norm))
-    optimizer.step()
+    optimizer.step(group)
     with torch.no_grad():
         log_ratio = log_prob - old_log_prob
         return torch.stack(
@@ -99,14 +92,13 @@ def _minibatch_step(
 
 def stacked_ppo_update(
     model: StackedActorCritic,
-    optimizer: torch.optim.Optimizer,
+    optimizer: StackedOptimizer,
     buffers: list[RolloutBuffer],
     selections: list[Selection],
     ppo: PPOConfig,
     rngs: list[np.random.Generator],
 ) -> list[dict[str, float]]:
     """Today's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]); each seed's statistics."""
-    check_stateless_sgd(optimizer)
     n = model.n_seeds
     if not len(buffers) == len(selections) == len(rngs) == n:
         raise ValueError(
@@ -118,9 +110,8 @@ def stacked_ppo_update(
     while batches := {k: ids for k, schedule in enumerate(schedules) if (ids := next(schedule, None)) is not None}:
         for size in sorted({len(ids) for ids in batches.values()}):
             group = [k for k, ids in batches.items() if len(ids) == size]
-            seeds = None if len(group) == n else torch.tensor(group)
             stats = _minibatch_step(
-                model, optimizer, [buffers[k] for k in group], [batches[k] for k in group], seeds, ppo
+                model, optimizer, [buffers[k] for k in group], [batches[k] for k in group], group, ppo
             )
             sums[group] += stats
             steps[group] += 1
