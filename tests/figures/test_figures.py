@@ -130,7 +130,7 @@ def write_every_needed_run(root: Path) -> None:
         runs
         for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS, engines.ENGINE_RUNS)
         for _, runs in sources.parts
-        if isinstance(runs, Runs)
+        if isinstance(runs, (Runs, engines.StackedRuns))
     ]
     needed = {
         (runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
@@ -314,6 +314,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "corruption_advantage_sign_0.1.csv",
         "corruption_advantage_sign_0.2.csv",
         "corruption_reward_0.1.csv",
+        "engine_equivalence.csv",
         "eval_noise.csv",  # the fidelity leads' runs: a refresh gathers them into their experiments' CSVs
         "fidelity_train_env.csv",
         "filters.csv",
