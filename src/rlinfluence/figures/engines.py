@@ -66,6 +66,11 @@ class EngineRuns(Sources):
     def shortfalls(self, data: FigureData) -> dict[str, str]:
         return self.committed.shortfalls(data)
 
+    @property
+    def stacked_command(self) -> str:
+        """The command that makes the stacked runs (one sweep for every arm)."""
+        return next(runs.command for label, runs in self.parts if label == STACKED_SOURCE)
+
 
 ENGINE_RUNS = EngineRuns(
     (
@@ -104,8 +109,8 @@ def _per_seed(rows: pd.DataFrame, source: str) -> dict[str, pd.Series]:
     }
 
 
-def _seeds_cell(values: pd.Series, needed: int | None) -> str:
-    return f"{len(values)} of {needed}" if needed and len(values) < needed else str(len(values))
+def _seeds_cell(values: pd.Series, needed: int) -> str:
+    return f"{len(values)} of {needed}" if len(values) < needed else str(len(values))
 
 
 def _summary(values: pd.Series, digits: int) -> str:
@@ -116,7 +121,6 @@ def engine_table(output: Output[EngineRuns], rows: pd.DataFrame) -> pd.DataFrame
     """Per quantity: each engine's seeds (mean ± std), the difference of means stacked − default with its
     percentile-bootstrap 95 % CI, and the two-sided Mann–Whitney U test."""
     default, stacked = (_per_seed(rows, source) for source in SOURCES)
-    command = output.runs.parts[0][1].command
     table = []
     for quantity, today in default.items():
         mine = stacked[quantity].dropna()
@@ -129,7 +133,7 @@ def engine_table(output: Output[EngineRuns], rows: pd.DataFrame) -> pd.DataFrame
             "Seeds, stacked": _seeds_cell(mine, STACKED_SEEDS),
         }
         if mine.empty:
-            table.append(row | {"stacked: mean ± std": f"{NOT_RUN} (`{command}`)"})
+            table.append(row | {"stacked: mean ± std": f"{NOT_RUN} (`{output.runs.stacked_command}`)"})
             continue
         difference = metrics.difference_of_means_ci(mine, today)
         ranks = metrics.rank_test(mine, today)
