@@ -258,6 +258,40 @@ def mean_band(samples, confidence: float = 0.95, seed: int = 0) -> tuple[float, 
     return interval.low, interval.high
 
 
+def _difference_of_means(x, y, axis: int = -1):
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def difference_of_means_ci(x, y, confidence: float = 0.95, seed: int = 0) -> ConfidenceInterval:
+    """mean(x) − mean(y) of two independent samples (e.g. the seeds of two engines) with its percentile-bootstrap
+    CI, each sample resampled on its own (`percentile_bootstrap`); `n` is the smaller sample's size. A point when
+    each sample is constant (nothing to resample); NaN bounds when either has fewer than 2 values."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    point = float(_difference_of_means(x, y))
+    n = min(x.size, y.size)
+    if n < 2:
+        return ConfidenceInterval(point, float("nan"), float("nan"), n)
+    if np.all(x == x[0]) and np.all(y == y[0]):
+        return ConfidenceInterval(point, point, point, n)
+    low, high = percentile_bootstrap((x, y), _difference_of_means, confidence, seed)
+    return ConfidenceInterval(point, float(low), float(high), n)
+
+
+class RankTest(NamedTuple):
+    u: float  # Mann–Whitney U of the first sample
+    p: float  # two-sided
+
+
+def rank_test(x, y) -> RankTest:
+    """Mann–Whitney U test (scipy) of two independent samples, two-sided: whether one tends to be larger. p = 1
+    when every value of both is the same (no ranks to compare)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if np.all(np.concatenate([x, y]) == x[0]):
+        return RankTest(x.size * y.size / 2, 1.0)
+    result = stats.mannwhitneyu(x, y, alternative="two-sided")
+    return RankTest(float(result.statistic), float(result.pvalue))
+
+
 def mean_without_worst(samples) -> float:
     """The mean once the single lowest value is left out: how much one stuck seed moves the mean."""
     samples = np.sort(np.asarray(samples, dtype=float))

@@ -233,3 +233,23 @@ def test_iqm_curve_is_the_trimmed_mean_at_each_round():
     curves = np.array([[0, 1], [0, 2], [0, 3], [0, 4]], dtype=float)
     middle, low, high = metrics.iqm_curve(curves)
     assert middle.tolist() == [0.0, 2.5] and low.shape == high.shape == (2,)
+
+
+def test_difference_of_means_ci_resamples_each_sample_on_its_own():
+    x, y = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0, 1.0, 2.0]
+    ci = metrics.difference_of_means_ci(x, y)
+    assert (ci.mean, ci.n) == (2.5, 3)
+    # A resample's mean lies within its sample's range: the difference within [1 - 2, 6 - 0].
+    assert -1.0 <= ci.low < ci.mean < ci.high <= 6.0
+    assert metrics.difference_of_means_ci(x, y) == ci  # fixed resampling seed: the same CI every time
+    assert metrics.difference_of_means_ci([2.0, 2.0], [1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0, 2)  # nothing to resample
+    assert math.isnan(metrics.difference_of_means_ci([2.0], y).low)
+
+
+def test_rank_test_is_two_sided_mann_whitney():
+    # x above y in 3 of 6 pairs, one tie counting ½: U = 3.5, the middle of 0..6, so p = 1.
+    assert metrics.rank_test([1.0, 3.0, 5.0], [2.0, 3.0]) == (3.5, 1.0)
+    # Every x above every y: U = 9 of 9; exact two-sided p = 2 / C(6, 3) = 0.1, the same either way round.
+    assert metrics.rank_test([4.0, 5.0, 6.0], [1.0, 2.0, 3.0]) == pytest.approx((9.0, 0.1))
+    assert metrics.rank_test([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == pytest.approx((0.0, 0.1))
+    assert metrics.rank_test([1.0, 1.0], [1.0, 1.0, 1.0]) == (3.0, 1.0)  # every value tied: nothing to rank

@@ -17,6 +17,7 @@ from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import influence_scores
 from rlinfluence.records import RolloutBuffer
+from rlinfluence.round import run_round
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
@@ -147,6 +148,35 @@ def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others
         assert torch.equal(row, scores([seed], 4096)[0])  # one chunk or several: the same bits
     sixteen = scores(SEEDS[::-1], 64)
     assert torch.equal(sixteen[SEEDS[::-1].index(0)], together[1])
+
+
+@pytest.mark.parametrize("env", ["frozenlake", "acrobot"])
+def test_iifs_scores_at_a_later_theta_are_todays_trainer_influence_alone_and_among_three(env, one_thread):
+    """IIF's round-2 scores as the stacked engine computes them (engine.stacked_round's call) against today's
+    (Trainer.influence: round_attribution with the run's influence settings), on the same records at the same θ_2,
+    which today's round 1 made (IIF's selection and update); seed 1 alone (N = 1) and among seeds 0-2 (N = 3)."""
+    cfg = compose_config(["debug=smoke", f"env={env}", "method=iif", f"env.n_steps={N_STEPS}"])
+    trainers = []
+    for seed in range(3):
+        seed_cfg = copy.deepcopy(cfg)
+        seed_cfg.seed = seed
+        trainers.append(Trainer(seed_cfg))
+    for trainer in trainers:
+        assert run_round(trainer, 1)["n_kept"] < N_STEPS  # IIF dropped records before θ_2
+    records = [trainer.collect(2) for trainer in trainers]
+    today = [trainer.influence(buffer) for trainer, buffer in zip(trainers, records)]
+    first = trainers[0]
+    for batch in ([1], [0, 1, 2]):
+        stacked = stacked_influence_scores(
+            StackedActorCritic([trainers[seed].model for seed in batch]),
+            [records[seed] for seed in batch],
+            first.target,
+            first.ppo_settings(2),
+            first.cfg.influence.chunk_size,
+        )
+        for row, seed in zip(stacked.numpy(), batch):
+            assert np.abs(today[seed]).max() > 0
+            np.testing.assert_allclose(row, today[seed], rtol=1e-4, atol=1e-7, err_msg=f"seed {seed} of {batch}")
 
 
 def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():

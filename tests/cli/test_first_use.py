@@ -175,7 +175,8 @@ def test_the_citation_file_is_valid_cff_and_cites_the_paper():
 
 
 @pytest.mark.parametrize(
-    "markdown", ["README.md", "paper_figures/README.md", "docs/README.md", "docs/results/index.md"]
+    "markdown",
+    ["README.md", "paper_figures/README.md", "docs/README.md", "docs/results/index.md", "docs/results/engines.md"],
 )
 def test_every_image_the_readmes_and_docs_embed_is_committed(markdown):
     path = REPO_ROOT / markdown
@@ -195,6 +196,16 @@ def test_the_readmes_results_at_a_glance_quote_the_committed_tables():
         assert f"| {env} | ours, clean protocol | {rounds} | 5 | {ours} |" in three_way
     assert "| All envs (mean) | 5 | 0.70 [0.57, 0.83] | 0.23 [0.12, 0.37] |" in aggregates
     assert "**0.70**\n[0.57, 0.83]" in glance and "0.23 [0.12, 0.37]" in glance
+
+
+def test_the_engine_equivalence_page_quotes_the_committed_table():
+    reading = (REPO_ROOT / "docs" / "results" / "engines.md").read_text().split("## What it says")[1]
+    table = (REPO_ROOT / "paper_figures" / "engine_equivalence.md").read_text().splitlines()
+    quoted = re.findall(r"([−+][\d.]+ \[[−+][\d.]+, [−+][\d.]+\])(?: points)?\s+\(p = (\d\.\d{3})\)", reading)
+    rows = [row for row in table if row.startswith("| ") and "[" in row][1:]  # below the header, in its order
+    assert len(quoted) == len(rows) == 3
+    for (difference, p), row in zip(quoted, rows):
+        assert f"| {difference.replace('−', '-')} |" in row and row.endswith(f"| {p} |"), row
 
 
 def test_the_docs_which_filter_table_quotes_the_committed_leaderboard():

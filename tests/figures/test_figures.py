@@ -16,6 +16,7 @@ from rlinfluence.config.compose import preset
 from rlinfluence.figures import (
     catalogue,
     corruption,
+    engines,
     fidelity_leads,
     filters,
     main_from_config,
@@ -127,9 +128,9 @@ TRAIN_ENV_CURVES: dict[str, list[float]] = {"frozenlake": [0, 0, 0, 0, 4], "high
 def write_every_needed_run(root: Path) -> None:
     every_runs = [o.runs for o in OUTPUTS] + [
         runs
-        for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS)
+        for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS, engines.ENGINE_RUNS)
         for _, runs in sources.parts
-        if isinstance(runs, Runs)
+        if isinstance(runs, (Runs, engines.StackedRuns))
     ]
     needed = {
         (runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
@@ -246,6 +247,7 @@ FIGURES = [
     "grpo_tiny_curves_collected",
     "grpo_tiny_curves_recompute",
     "filters_profiles",
+    "engine_equivalence_curves",
 ]
 TABLES = [
     "fig6b_efficiency",
@@ -286,6 +288,7 @@ TABLES = [
     "grpo_tiny",
     "grpo_paper",
     "filters_leaderboard",
+    "engine_equivalence",
 ]
 
 
@@ -311,6 +314,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "corruption_advantage_sign_0.1.csv",
         "corruption_advantage_sign_0.2.csv",
         "corruption_reward_0.1.csv",
+        "engine_equivalence.csv",
         "eval_noise.csv",  # the fidelity leads' runs: a refresh gathers them into their experiments' CSVs
         "fidelity_train_env.csv",
         "filters.csv",
@@ -323,14 +327,15 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
     main = pd.read_csv(data_dir / "main.csv")
     # These runs recorded no hardware (their summary.json has no provenance): a CSV has no column for it.
     assert list(main.columns) == [column for column in TIDY_COLUMNS if column not in HARDWARE_COLUMNS]
+    engine_runs = [runs for _, runs in engines.ENGINE_RUNS.parts if isinstance(runs, Runs)]  # 10 seeds of main's
     main_runs = {
         (env, arm.tag_for(env), protocol, seed)
-        for o in OUTPUTS
-        for env in o.runs.envs
-        for arm in o.runs.arms
-        if o.runs.experiment_of(arm) == "main"
-        for protocol in o.runs.protocols
-        for seed in range(o.runs.seeds)
+        for runs in [o.runs for o in OUTPUTS] + engine_runs
+        for env in runs.envs
+        for arm in runs.arms
+        if runs.experiment_of(arm) == "main"
+        for protocol in runs.protocols
+        for seed in range(runs.seeds)
     }
     assert len(main) == len(main_runs) * 5  # runs × rounds (0..4)
     assert main.groupby(["env", "method_tag", "protocol", "seed"]).size().eq(5).all()

@@ -6,7 +6,8 @@ drawn from the analyses' CSVs (section4.py), the counterfactual check's (counter
 outputs, drawn from the language-model runs' CSV (rlhf.py), the cross-env aggregates (aggregates.py)
 the fidelity comparison with the authors' released pipeline (fidelity.py), IIF dropped into stock
 stable-baselines3 PPO (sb3_dropin.py), the fidelity leads (fidelity_leads.py), planted bad data (corruption.py),
-IIF on GRPO (grpo.py) and the benchmark of rollout filters (filters.py).
+IIF on GRPO (grpo.py), the benchmark of rollout filters (filters.py) and the stacked engine against
+today's (engines.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rlinfluence.figures import (
     aggregates,
     corruption,
     counterfactual,
+    engines,
     fidelity,
     fidelity_leads,
     filters,
@@ -315,4 +317,5 @@ OUTPUTS = (
     + corruption.OUTPUTS
     + grpo.OUTPUTS
     + filters.OUTPUTS
+    + engines.OUTPUTS
 )
