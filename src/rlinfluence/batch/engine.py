@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -30,9 +29,7 @@ from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.networks import CategoricalHead
 from rlinfluence.control.trainer import Trainer
-from rlinfluence.envs.make import make_env
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, round_row
 
@@ -79,13 +76,6 @@ def check_engine(cfg: DictConfig) -> None:
         f"engine=stacked runs env.network.kind={', '.join(STACKED_NETWORKS)}; env.network.kind={kind} runs on "
         "engine=default",
     )
-    env = make_env(cfg.env)
-    action_space = env.action_space
-    env.close()
-    require(
-        isinstance(action_space, gym.spaces.Discrete),
-        f"engine=stacked runs discrete actions only; env={cfg.env.name} has {action_space}",
-    )
 
 
 @torch.no_grad()
@@ -95,7 +85,7 @@ def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) 
     for t in range(rollouts[0].n_steps):
         obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]))
         noise = torch.stack([rollout.noise[t] for rollout in rollouts])
-        for rollout, actions in zip(rollouts, CategoricalHead.sample(model.policy_logits(obs), noise).numpy()):
+        for rollout, actions in zip(rollouts, model.sample_actions(obs, noise).numpy()):
             rollout.act(t, actions)
     return [
         trainer.rollout_records(k, rollout, SeedCritic(model, i))

@@ -31,7 +31,7 @@ class _StackedPolicy(nn.Module):
     def forward(
         self, obs: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.model.log_prob_entropy(self.model.policy_logits(obs, seeds), actions)
+        return self.model.log_prob_entropy(self.model.policy_output(obs, seeds), actions, seeds)
 
 
 def stacked_influence_scores(

@@ -22,15 +22,27 @@ import torch
 from torch import nn
 
 from rlinfluence.config.schema import NetworkConfig
-from rlinfluence.control.networks import ActorCritic, CategoricalHead, ImageScale
+from rlinfluence.control.networks import ActorCritic, CategoricalHead, GaussianHead, ImageScale
 from rlinfluence.seeding import spawn_streams, torch_generator
 
 
-class _StackedLayer(nn.Module):
-    """N layers of one shape (`nn.Linear` or `nn.Conv2d`), each parameter stacked by seed on dim 0 in the layout
-    its kernel reads: weight [N, in, out] (a convolution's `in` its channels × kernel, as `F.unfold` lays
-    them out), bias [N, 1, out]. `stacked` and `seed_tensor` convert between the layouts for anything shaped
-    as a parameter (the parameters themselves, Adam's moments)."""
+class _SeedStacked(nn.Module):
+    """A module whose parameters are stacked by seed on dim 0; a vector parameter (a bias, a log std) as
+    [N, 1, size], which broadcasts over a batch [N, B, size]. `stacked` and `seed_tensor` convert between
+    today's layout and the stack's for anything shaped as a parameter (the parameters themselves, Adam's moments)."""
+
+    def stacked(self, name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """The seeds' `name` tensors (today's layout, in stack order) in the stack's layout."""
+        return torch.stack(tensors).unsqueeze(1)
+
+    def seed_tensor(self, name: str, stacked: torch.Tensor, k: int) -> torch.Tensor:
+        """Seed k's slice of a `stacked` tensor shaped as parameter `name`, in today's layout."""
+        return stacked[k, 0].clone()
+
+
+class _StackedLayer(_SeedStacked):
+    """N layers of one shape (`nn.Linear` or `nn.Conv2d`): the weight in the layout its kernel reads,
+    [N, in, out] (a convolution's `in` its channels × kernel, as `F.unfold` lays them out), the bias [N, 1, out]."""
 
     def __init__(self, layers: list[nn.Linear] | list[nn.Conv2d]):
         super().__init__()
@@ -39,15 +51,13 @@ class _StackedLayer(nn.Module):
         self.bias = nn.Parameter(self.stacked("bias", [cast(torch.Tensor, layer.bias).detach() for layer in layers]))
 
     def stacked(self, name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
-        """The seeds' `name` tensors (today's layout, in stack order) in the stack's layout."""
         if name == "bias":
-            return torch.stack(tensors).unsqueeze(1)
+            return super().stacked(name, tensors)
         return torch.stack([tensor.reshape(len(tensor), -1).t() for tensor in tensors]).contiguous()
 
     def seed_tensor(self, name: str, stacked: torch.Tensor, k: int) -> torch.Tensor:
-        """Seed k's slice of a `stacked` tensor shaped as parameter `name`, in today's layout."""
         if name == "bias":
-            return stacked[k, 0].clone()
+            return super().seed_tensor(name, stacked, k)
         return stacked[k].t().reshape(self.seed_shape).clone()
 
     def stacked_weights(self, seeds: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,19 +140,73 @@ class _StackedPath(nn.ModuleList):
         return [layer for layer in self if isinstance(layer, _StackedLayer)]
 
 
+class StackedCategoricalHead(nn.Module):
+    """N `CategoricalHead`s: their logits' Linears stacked; today's head's arithmetic on [m, B] records."""
+
+    def __init__(self, heads: list[CategoricalHead]):
+        super().__init__()
+        self.linear = StackedLinear([head.linear for head in heads])
+
+    def forward(self, latent: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
+        return self.linear(latent, seeds)
+
+    def log_prob_entropy(
+        self, logits: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        log_prob, entropy = CategoricalHead.log_prob_entropy(logits.flatten(0, 1), actions.flatten())
+        return log_prob.view(actions.shape[:2]), entropy.view(actions.shape[:2])
+
+    def sample(self, logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return CategoricalHead.sample(logits, noise)
+
+    def own_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
+        """Its parameters other than its Linear's: (today's name in the head, the holder, the attribute)."""
+        return []
+
+
+class StackedGaussianHead(_SeedStacked):
+    """N `GaussianHead`s: their means' Linears stacked, each seed's log std [N, 1, action_dim]; today's head's
+    arithmetic on [m, B, action_dim] records, each seed's with its own log std."""
+
+    def __init__(self, heads: list[GaussianHead]):
+        super().__init__()
+        self.linear = StackedLinear([head.linear for head in heads])
+        self.log_std = nn.Parameter(self.stacked("log_std", [head.log_std.detach() for head in heads]))
+
+    def forward(self, latent: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
+        return self.linear(latent, seeds)
+
+    def seeds_log_std(self, seeds: torch.Tensor | None) -> torch.Tensor:
+        return self.log_std if seeds is None else self.log_std[seeds]
+
+    def log_prob_entropy(
+        self, mean: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return GaussianHead.gaussian_log_prob_entropy(mean, self.seeds_log_std(seeds), actions)
+
+    def sample(self, mean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return GaussianHead.gaussian_sample(mean, self.log_std, noise)
+
+    def own_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
+        return [("log_std", self, "log_std")]
+
+
 class StackedActorCritic(nn.Module):
-    """`ActorCritic`s of one config with discrete actions, stacked by seed; an MLP's or a CNN's features."""
+    """`ActorCritic`s of one config stacked by seed: an MLP's or a CNN's features, a categorical (discrete
+    actions) or a Gaussian (continuous) action head."""
 
     def __init__(self, models: list[ActorCritic]):
         super().__init__()
-        first = models[0]
-        if not isinstance(first.action_head, CategoricalHead):
-            raise ValueError("the stacked engine runs discrete actions only")
         self.n_seeds = len(models)
         self.features = _StackedPath(models, "features")
         self.pi_body = _StackedPath(models, "pi_body")
         self.vf_body = _StackedPath(models, "vf_body")
-        self.action_head = StackedLinear([model.action_head.linear for model in models])
+        heads = [model.action_head for model in models]
+        self.action_head: StackedCategoricalHead | StackedGaussianHead = (
+            StackedGaussianHead(cast(list[GaussianHead], heads))
+            if isinstance(heads[0], GaussianHead)
+            else StackedCategoricalHead(cast(list[CategoricalHead], heads))
+        )
         self.value_head = StackedLinear([model.value_head for model in models])
 
     @classmethod
@@ -158,7 +222,8 @@ class StackedActorCritic(nn.Module):
         )
 
     def forward(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs [m, B, *obs_shape] -> (logits [m, B, actions], values [m, B]), m = all seeds or len(seeds)."""
+        """obs [m, B, *obs_shape] -> (the action head's output [m, B, actions or action_dim], values [m, B]),
+        m = all seeds or len(seeds)."""
         n = self.n_seeds if seeds is None else len(seeds)
         if obs.shape[0] != n:
             raise ValueError(f"observations for {obs.shape[0]} seeds, the stack runs {n}")
@@ -166,28 +231,36 @@ class StackedActorCritic(nn.Module):
         values = self.value_head(self.vf_body(features, seeds), seeds).squeeze(-1)
         return self.action_head(self.pi_body(features, seeds), seeds), values
 
-    def policy_logits(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> torch.Tensor:
+    def policy_output(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> torch.Tensor:
         """The policy's half of `forward` (influence attributes the policy alone)."""
         return self.action_head(self.pi_body(self.features(obs, seeds), seeds), seeds)
 
-    @staticmethod
-    def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Today's categorical head on [m, B] records (one row of logits per record either way)."""
-        log_prob, entropy = CategoricalHead.log_prob_entropy(logits.flatten(0, 1), actions.flatten())
-        return log_prob.view(actions.shape[:2]), entropy.view(actions.shape[:2])
+    def log_prob_entropy(
+        self, head_out: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Today's action head on [m, B] records: (log π(a|s), entropy), each [m, B]."""
+        return self.action_head.log_prob_entropy(head_out, actions, seeds)
 
-    def seed_parameters(self) -> list[tuple[str, _StackedLayer, str]]:
-        """Each stacked parameter: (today's `state_dict` key, its layer, its attribute), in `parameters()` order."""
+    @torch.no_grad()
+    def sample_actions(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Every seed's actions (obs [N, B, ...]) from its pre-drawn noise [N, B, ...] (its action_head.draw_noise)."""
+        return self.action_head.sample(self.policy_output(obs), noise)
+
+    def seed_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
+        """Each stacked parameter: (today's `state_dict` key, the module holding it, its attribute)."""
         layers = [
             *(
                 pair
                 for path in (self.features, self.pi_body, self.vf_body)
                 for pair in zip(path.names, path.stacked_layers())
             ),
-            ("action_head.linear", self.action_head),
+            ("action_head.linear", self.action_head.linear),
             ("value_head", self.value_head),
         ]
-        return [(f"{name}.{attr}", layer, attr) for name, layer in layers for attr in ("weight", "bias")]
+        return [
+            *((f"action_head.{name}", holder, attr) for name, holder, attr in self.action_head.own_parameters()),
+            *((f"{name}.{attr}", layer, attr) for name, layer in layers for attr in ("weight", "bias")),
+        ]
 
     def seed_state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Seed k's parameters as today's `ActorCritic.state_dict()` names them (its checkpoint, its replay)."""
@@ -203,8 +276,8 @@ class SeedCritic:
 
     @torch.no_grad()
     def values_and_log_probs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        logits, values = self.model(torch.as_tensor(obs).unsqueeze(0), self.seeds)
-        log_prob, _ = self.model.log_prob_entropy(logits, torch.as_tensor(actions).unsqueeze(0))
+        head_out, values = self.model(torch.as_tensor(obs).unsqueeze(0), self.seeds)
+        log_prob, _ = self.model.log_prob_entropy(head_out, torch.as_tensor(actions).unsqueeze(0), self.seeds)
         return values[0].numpy(), log_prob[0].numpy()
 
     @torch.no_grad()

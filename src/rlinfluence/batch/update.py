@@ -65,8 +65,8 @@ def _minibatch_step(
     if ppo.normalize_advantage:
         advantages = [normalize_advantages(a) for a in advantages]  # per seed, today's function
     clip_range = float(ppo.clip_range)
-    logits, values = model(obs, seeds)
-    log_prob, entropy = model.log_prob_entropy(logits, actions)
+    head_out, values = model(obs, seeds)
+    log_prob, entropy = model.log_prob_entropy(head_out, actions, seeds)
     policy_loss = policy_loss_per_record(
         log_prob, old_log_prob, torch.stack(advantages), clip_range, entropy, float(ppo.ent_coef)
     ).mean(-1)

@@ -69,18 +69,36 @@ class GaussianHead(nn.Module):
         return self.linear(latent)
 
     def log_prob(self, mean: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        z = (actions - mean) * torch.exp(-self.log_std)
-        return (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return self.gaussian_log_prob(mean, self.log_std, actions)
 
     def log_prob_entropy(self, mean: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        per_dim_entropy = 0.5 + 0.5 * math.log(2 * math.pi) + self.log_std
-        return self.log_prob(mean, actions), per_dim_entropy.sum().expand(mean.shape[0])
+        return self.gaussian_log_prob_entropy(mean, self.log_std, actions)
 
     def draw_noise(self, batch_shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
         return torch.randn((*batch_shape, self.linear.out_features), generator=generator)
 
     def sample(self, mean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        return mean + noise * torch.exp(self.log_std)
+        return self.gaussian_sample(mean, self.log_std, noise)
+
+    # The head's arithmetic on a given log std, which broadcasts against the means (the stacked engine,
+    # batch/networks.py, passes each seed's as [seeds, 1, action_dim] against means [seeds, records, action_dim]).
+
+    @staticmethod
+    def gaussian_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - mean) * torch.exp(-log_std)
+        return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    @staticmethod
+    def gaussian_log_prob_entropy(
+        mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        per_dim_entropy = 0.5 + 0.5 * math.log(2 * math.pi) + log_std
+        entropy = per_dim_entropy.sum(-1).expand(mean.shape[:-1])
+        return GaussianHead.gaussian_log_prob(mean, log_std, actions), entropy
+
+    @staticmethod
+    def gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return mean + noise * torch.exp(log_std)
 
 
 def mlp(in_dim: int, sizes: list[int], activation: str) -> tuple[nn.Sequential, int]:
