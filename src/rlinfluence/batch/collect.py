@@ -51,6 +51,6 @@ def simulator_steps(simulator: BatchedSimulator | None, actions: np.ndarray) -> 
     each seed where there is no simulator (each seed's TrainEnvs steps its library envs)."""
     if simulator is None:
         return [None] * len(actions)
-    n_envs = actions.shape[1]
-    steps = Steps(*simulator.step(actions.reshape(-1).astype(np.int64)))
-    return [steps.rows(i * n_envs, (i + 1) * n_envs) for i in range(len(actions))]
+    stepped = simulator.step(actions.reshape(-1).astype(np.int64))
+    by_seed = (part.reshape(*actions.shape, *part.shape[1:]) for part in stepped)  # [seeds, n_envs, ...] views
+    return [Steps(*seed_parts) for seed_parts in zip(*by_seed)]

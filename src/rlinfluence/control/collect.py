@@ -33,10 +33,6 @@ class Steps(NamedTuple):
     terminated: np.ndarray
     truncated: np.ndarray
 
-    def rows(self, start: int, stop: int) -> Steps:
-        """The step of envs start..stop-1 alone."""
-        return Steps(*(part[start:stop] for part in self))
-
 
 class EnvBackend(Protocol):
     """What steps a TrainEnvs' n envs: the library's envs (LibraryEnvs), or n slots of a batched simulator
@@ -229,8 +225,9 @@ class Rollout:
         self.actions[t] = actions
         steps = self.envs.step(self.actions[t], taken)
         self.rewards[t], self.dones[t] = steps.rewards, steps.terminated | steps.truncated
-        for i in np.flatnonzero(steps.truncated & ~steps.terminated).tolist():
-            self.truncations.append((t, i, steps.obs[i]))
+        if steps.truncated.any():  # rare: a time limit reached
+            for i in np.flatnonzero(steps.truncated & ~steps.terminated).tolist():
+                self.truncations.append((t, i, steps.obs[i]))
 
     @torch.no_grad()
     def run(self, model: ActorCritic) -> None:
