@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlinfluence.batch.collect import collection_simulator, simulator_steps
 from rlinfluence.batch.evaluation import stacked_evaluation
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
@@ -80,13 +81,16 @@ def check_engine(cfg: DictConfig) -> None:
 
 @torch.no_grad()
 def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) -> list[RolloutBuffer]:
-    """Each seed's round-k rollout (Trainer.collect's), every step's actions of all seeds from one forward."""
+    """Each seed's round-k rollout (Trainer.collect's), every step's actions of all seeds from one forward, and
+    their envs stepped at once on one simulator where there is one (batch/collect.py)."""
+    simulator = collection_simulator(trainers)
     rollouts = [trainer.start_rollout() for trainer in trainers]
     for t in range(rollouts[0].n_steps):
         obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]))
         noise = torch.stack([rollout.noise[t] for rollout in rollouts])
-        for rollout, actions in zip(rollouts, model.sample_actions(obs, noise).numpy()):
-            rollout.act(t, actions)
+        actions = model.sample_actions(obs, noise).numpy()
+        for rollout, seed_actions, seed_taken in zip(rollouts, actions, simulator_steps(simulator, actions)):
+            rollout.act(t, seed_actions, seed_taken)
     return [
         trainer.rollout_records(k, rollout, SeedCritic(model, i))
         for i, (trainer, rollout) in enumerate(zip(trainers, rollouts))

@@ -4,20 +4,104 @@ Episodes continue across rounds (no reset at a round boundary) unless the collec
 otherwise (`collection.*`: the authors' per-round restart, split into its parts). Each episode starts
 from `reset(seed=s)` with s drawn from the env's own seeded stream, and the actions taken since are
 kept, so a checkpoint can restore every env mid-episode exactly by replaying them: gymnasium
-envs are deterministic given the reset seed and the actions.
+envs are deterministic given the reset seed and the actions. What steps the envs is a backend: the library's
+envs (LibraryEnvs), or slots of a batched simulator (SimulatorSlots, envs/batched.py: bit-identical step for step,
+which the stacked engine steps for all its seeds at once); TrainEnvs keeps the same bookkeeping on either.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from rlinfluence.config.schema import CollectionConfig, EnvConfig
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.envs.batched import BatchedSimulator
 from rlinfluence.envs.make import make_env, space_shape, state_key_function, to_env_action
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
+
+
+class Steps(NamedTuple):
+    """One step of n envs: each one's observation (an ended episode's last), reward, termination and truncation."""
+
+    obs: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+
+class EnvBackend(Protocol):
+    """What steps a TrainEnvs' n envs: the library's envs (LibraryEnvs), or n slots of a batched simulator
+    (SimulatorSlots). It resets, steps and replays; TrainEnvs keeps every env's seeds, actions and returns."""
+
+    def reset(self, i: int, seed: int) -> np.ndarray: ...
+
+    def step(self, actions: list[Any]) -> Steps: ...
+
+    def replay(self, seeds: list[int], actions: list[list[Any]]) -> list[np.ndarray]:
+        """Each env reset from its seed and stepped with its actions; their observations."""
+        ...
+
+    def state_keys(self) -> Sequence[int] | np.ndarray: ...
+
+
+class LibraryEnvs:
+    """The gymnasium envs themselves, stepped one by one."""
+
+    def __init__(self, envs: list[gym.Env], state_key: Callable[[gym.Env], int] | None):
+        self.envs, self.state_key = envs, state_key
+
+    def reset(self, i: int, seed: int) -> np.ndarray:
+        return self.envs[i].reset(seed=seed)[0]
+
+    def step(self, actions: list[Any]) -> Steps:
+        steps = [env.step(action)[:4] for env, action in zip(self.envs, actions)]
+        obs, rewards, terminated, truncated = zip(*steps)
+        return Steps(np.stack(obs), np.array(rewards, np.float64), np.array(terminated), np.array(truncated))
+
+    def replay(self, seeds: list[int], actions: list[list[Any]]) -> list[np.ndarray]:
+        observations = []
+        for env, seed, episode in zip(self.envs, seeds, actions):
+            obs, _ = env.reset(seed=seed)
+            for action in episode:
+                obs = env.step(action)[0]
+            observations.append(obs)
+        return observations
+
+    def state_keys(self) -> list[int]:
+        assert self.state_key is not None
+        return [self.state_key(env) for env in self.envs]
+
+
+class SimulatorSlots:
+    """`slots` of a batched simulator (envs/batched.py) that other seeds' envs may share: the stacked engine steps
+    all of them at once (batch/collect.py) and hands each TrainEnvs its rows. Its state keys are the simulator's
+    `state`, which holds the key its STATE_KEY names."""
+
+    def __init__(self, simulator: BatchedSimulator, slots: np.ndarray):
+        self.simulator, self.slots = simulator, slots
+
+    def reset(self, i: int, seed: int) -> np.ndarray:
+        return self.simulator.reset(self.slots[i : i + 1], np.array([seed]))[0]
+
+    def step(self, actions: list[Any]) -> Steps:
+        return Steps(*self.simulator.step(np.array(actions, np.int64), self.slots))
+
+    def replay(self, seeds: list[int], actions: list[list[Any]]) -> list[np.ndarray]:
+        """The episodes replayed side by side: step j steps the slots whose episodes have a j-th action."""
+        obs = self.simulator.reset(self.slots, np.array(seeds, np.int64))
+        for j in range(max(map(len, actions), default=0)):
+            going = np.array([i for i, episode in enumerate(actions) if len(episode) > j], np.int64)
+            stepped = np.array([actions[i][j] for i in going.tolist()], np.int64)
+            obs[going] = self.simulator.step(stepped, self.slots[going])[0]
+        return list(obs)
+
+    def state_keys(self) -> np.ndarray:
+        return self.simulator.state[self.slots]
 
 
 class TrainEnvs:
@@ -31,6 +115,7 @@ class TrainEnvs:
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         self.state_key = state_key_function(env_cfg)  # None: the env exposes no discrete state
+        self.backend: EnvBackend = LibraryEnvs(self.envs, self.state_key)
         n = len(self.envs)
         self.obs: list[np.ndarray] = [None] * n  # type: ignore[list-item]
         self.episode_seeds = [0] * n
@@ -42,7 +127,7 @@ class TrainEnvs:
 
     def _reset(self, i: int) -> None:
         self.episode_seeds[i] = int(self.seed_rngs[i].integers(2**31 - 1))
-        self.obs[i], _ = self.envs[i].reset(seed=self.episode_seeds[i])
+        self.obs[i] = self.backend.reset(i, self.episode_seeds[i])
         self.episode_actions[i] = []
         self.episode_returns[i] = 0.0
 
@@ -60,18 +145,29 @@ class TrainEnvs:
             if (self.collection.abandon_unfinished and started) or (self.collection.repeat_starts and not started):
                 self._reset(i)
 
-    def step(self, i: int, action: np.ndarray) -> tuple[float, bool, bool, np.ndarray]:
-        """Step env i; on episode end reset it. Returns (reward, terminated, truncated, final_obs)."""
-        env_action = to_env_action(self.action_space, action)
-        obs, reward, terminated, truncated, _ = self.envs[i].step(env_action)
-        self.episode_actions[i].append(env_action)
-        self.episode_returns[i] += float(reward)
-        if terminated or truncated:
-            self.finished_returns.append(self.episode_returns[i])
-            self._reset(i)
-        else:
-            self.obs[i] = obs
-        return float(reward), bool(terminated), bool(truncated), obs
+    def step(self, actions: np.ndarray, taken: Steps | None = None) -> Steps:
+        """Step every env with its action (a row each), or record `taken`, that step already taken on the backend's
+        simulator with other seeds' envs; reset the envs whose episodes ended. Returns the step."""
+        env_actions = [to_env_action(self.action_space, action) for action in actions]
+        steps = self.backend.step(env_actions) if taken is None else taken
+        for i, env_action in enumerate(env_actions):
+            self.episode_actions[i].append(env_action)
+            self.episode_returns[i] += float(steps.rewards[i])
+            if steps.terminated[i] or steps.truncated[i]:
+                self.finished_returns.append(self.episode_returns[i])
+                self._reset(i)
+            else:
+                self.obs[i] = steps.obs[i]
+        return steps
+
+    def state_keys(self) -> Sequence[int] | np.ndarray:
+        """Each env's discrete state (env.state_key's)."""
+        return self.backend.state_keys()
+
+    def move_to(self, backend: EnvBackend) -> None:
+        """Step the envs on `backend` from now on, each episode in progress replayed there."""
+        self.backend = backend
+        self.obs = backend.replay(self.episode_seeds, self.episode_actions)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -82,14 +178,12 @@ class TrainEnvs:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for i, env in enumerate(self.envs):
+        for i in range(len(self.envs)):
             self.seed_rngs[i].bit_generator.state = state["seed_rngs"][i]
             self.episode_seeds[i] = state["episode_seeds"][i]
-            self.obs[i], _ = env.reset(seed=self.episode_seeds[i])
-            for action in state["episode_actions"][i]:
-                self.obs[i] = env.step(action)[0]
             self.episode_actions[i] = list(state["episode_actions"][i])
             self.episode_returns[i] = state["episode_returns"][i]
+        self.obs = self.backend.replay(self.episode_seeds, self.episode_actions)
 
     def close(self) -> None:
         for env in self.envs:
@@ -122,18 +216,18 @@ class Rollout:
     def observe(self, t: int) -> np.ndarray:
         """Step t's observations, one per env (recorded with the envs' discrete states)."""
         self.obs[t] = np.stack(self.envs.obs)
-        if self.envs.state_key is not None and self.state_keys is not None:
-            self.state_keys[t] = [self.envs.state_key(env) for env in self.envs.envs]
+        if self.state_keys is not None:
+            self.state_keys[t] = self.envs.state_keys()
         return self.obs[t]
 
-    def act(self, t: int, actions: np.ndarray) -> None:
-        """Step every env with its action of step t."""
+    def act(self, t: int, actions: np.ndarray, taken: Steps | None = None) -> None:
+        """Step every env with its action of step t (`taken`: TrainEnvs.step's)."""
         self.actions[t] = actions
-        for i in range(len(self.envs.envs)):
-            self.rewards[t, i], terminated, truncated, final_obs = self.envs.step(i, self.actions[t, i])
-            self.dones[t, i] = float(terminated or truncated)
-            if truncated and not terminated:
-                self.truncations.append((t, i, final_obs))
+        steps = self.envs.step(self.actions[t], taken)
+        self.rewards[t], self.dones[t] = steps.rewards, steps.terminated | steps.truncated
+        if steps.truncated.any():  # rare: a time limit reached
+            for i in np.flatnonzero(steps.truncated & ~steps.terminated).tolist():
+                self.truncations.append((t, i, steps.obs[i]))
 
     @torch.no_grad()
     def run(self, model: ActorCritic) -> None:

@@ -34,6 +34,7 @@ class BatchedSimulator:
 
     LIBRARY_ENV: ClassVar[type[gym.Env]]  # the unwrapped env it replays
     WRAPPERS: ClassVar[tuple[str, ...]]  # the env.wrappers it replays, in order
+    STATE_KEY: ClassVar[str | None]  # the env.state_key whose key `state` holds per slot; None: none
     state: np.ndarray  # what the library env holds of each slot (the unwrapped env's `s`, or `state` as rows)
 
     def __init__(self, env: gym.Env, n: int):
@@ -110,6 +111,7 @@ class BatchedFrozenLake(BatchedSimulator):
 
     LIBRARY_ENV = FrozenLakeEnv
     WRAPPERS = ("one_hot",)
+    STATE_KEY = "toy_text_state"
     UNIFORMS_AHEAD = 64
 
     def __init__(self, env: gym.Env, n: int):
@@ -186,6 +188,7 @@ class BatchedAcrobot(BatchedSimulator):
 
     LIBRARY_ENV = AcrobotEnv
     WRAPPERS = ()
+    STATE_KEY = None
     START_BOUND = 0.1  # reset draws the 4 state values uniform in (-0.1, 0.1), the library's default bounds
 
     def __init__(self, env: gym.Env, n: int):

@@ -1,0 +1,56 @@
+"""The stacked engine's collection envs: every seed's training envs on one batched simulator.
+
+Where the env has a batched simulator (envs/batched.py: FrozenLake, Acrobot) that also holds its env.state_key,
+seed i's n_envs training envs are the simulator's slots [i * n_envs, (i + 1) * n_envs) (control/collect.py's
+SimulatorSlots), and one step of the simulator steps every seed's envs; each seed's TrainEnvs keeps its own episode
+seeds, actions and returns, and applies its collection protocol, as with the library's envs, so its records and
+checkpoint have today's bits. Elsewhere each seed's envs are the library's, stepped one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlinfluence.control.collect import SimulatorSlots, Steps
+from rlinfluence.control.trainer import Trainer
+from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
+
+
+def seed_slots(trainers: list[Trainer]) -> list[np.ndarray]:
+    """Each seed's slots of the simulator its envs step on: seed i's n_envs from i * n_envs."""
+    n_envs = trainers[0].cfg.env.n_envs
+    return [np.arange(i * n_envs, (i + 1) * n_envs) for i in range(len(trainers))]
+
+
+def collection_simulator(trainers: list[Trainer]) -> BatchedSimulator | None:
+    """The simulator the seeds' training envs step on: the round before's while the same seeds run, else a new
+    one their envs move onto (each episode in progress replayed); None where no simulator replays the env."""
+    slots = seed_slots(trainers)
+    backends = [trainer.envs.backend for trainer in trainers]
+    if all(isinstance(backend, SimulatorSlots) for backend in backends):
+        simulator = backends[0].simulator  # type: ignore[attr-defined]
+        if simulator.n == len(trainers) * len(slots[0]) and all(
+            backend.simulator is simulator and np.array_equal(backend.slots, seed_slot)  # type: ignore[attr-defined]
+            for backend, seed_slot in zip(backends, slots)
+        ):
+            return simulator
+    env_cfg = trainers[0].cfg.env
+    try:
+        simulator = batched_simulator(env_cfg, len(trainers) * len(slots[0]), collection=True)
+    except ValueError:
+        return None
+    if env_cfg.state_key not in (None, simulator.STATE_KEY):
+        return None
+    for trainer, seed_slot in zip(trainers, slots):
+        trainer.envs.move_to(SimulatorSlots(simulator, seed_slot))
+    return simulator
+
+
+def simulator_steps(simulator: BatchedSimulator | None, actions: np.ndarray) -> list[Steps | None]:
+    """One step of every seed's envs on `simulator` (`actions`: [seeds, n_envs]), each seed's rows of it; None for
+    each seed where there is no simulator (each seed's TrainEnvs steps its library envs)."""
+    if simulator is None:
+        return [None] * len(actions)
+    stepped = simulator.step(actions.reshape(-1).astype(np.int64))
+    by_seed = (part.reshape(*actions.shape, *part.shape[1:]) for part in stepped)  # [seeds, n_envs, ...] views
+    return [Steps(*seed_parts) for seed_parts in zip(*by_seed)]
