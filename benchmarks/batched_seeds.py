@@ -3,14 +3,17 @@ batched simulators (src/rlinfluence/envs/batched.py) against today's, N seeds of
 interleaved in one process.
 
     python benchmarks/batched_seeds.py [--envs frozenlake acrobot] [--seeds 1 4 16] [--reps 5]
-                                       [--stages step update influence envs]
+                                       [--stages step forward update influence envs]
     python benchmarks/batched_seeds.py --envs frozenlake --seeds 1 2 --n-steps 64 --reps 1   # smoke: seconds
 
-Four measurements, CPU seconds (time.process_time):
+Five measurements, CPU seconds (time.process_time):
 - one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: today's
   `ppo_update` once per seed, the stacked engine (one baddbmm per layer for all seeds), and the same step
   written with torch.func (`stack_module_state` + `vmap(grad(...))` of today's module), the alternative the
   engine was chosen against;
+- a round's collection forwards (`forward`): n_steps steps, each sampling every seed's actions for its
+  observations of that step (its round-1 records): today's `sample_actions` once per seed, the stacked
+  engine's one `policy_logits` and sample for all seeds (batch/engine.py's `stacked_collect`);
 - a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
   different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`;
@@ -41,6 +44,7 @@ from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.control.networks import CategoricalHead
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
 from rlinfluence.envs.make import make_env
@@ -151,6 +155,31 @@ def minibatch_step(env: str, n: int, n_steps: int, reps: int) -> None:
     print(f"{env:11s} N={n:<3d} one minibatch step, ms per seed: {cells}")
 
 
+def collection_forwards(env: str, n: int, n_steps: int, reps: int) -> None:
+    seeds = Seeds(env, n, n_steps)
+    n_envs = seeds.cfg.env.n_envs
+    obs = torch.stack([buffer.obs for buffer in seeds.buffers]).view(
+        n, n_steps, n_envs, *seeds.buffers[0].obs.shape[1:]
+    )
+    noise = seeds.models[0].action_head.draw_noise((n_steps, n_envs), torch.Generator().manual_seed(0))
+
+    def todays() -> None:
+        for t in range(n_steps):
+            for k, model in enumerate(seeds.models):
+                model.sample_actions(obs[k, t].numpy(), noise[t])
+
+    @torch.no_grad()
+    def stacked() -> None:
+        for t in range(n_steps):
+            CategoricalHead.sample(seeds.stacked.policy_logits(obs[:, t]), noise[t].expand(n, *noise.shape[1:]))
+
+    seconds = timed({"today": todays, "stacked": stacked}, reps)
+    print(
+        f"{env:11s} N={n:<3d} collection forwards, seed-rounds per CPU-second: today {n / seconds['today']:.2f}  "
+        f"stacked {n / seconds['stacked']:.2f}  ratio to today {seconds['today'] / seconds['stacked']:.2f}x"
+    )
+
+
 def update_stage(env: str, n: int, n_steps: int, reps: int) -> None:
     seeds = Seeds(env, n, n_steps)
     draw = np.random.default_rng(0)
@@ -230,7 +259,13 @@ def env_steps(env: str, n: int, n_steps: int, reps: int) -> None:
     )
 
 
-STAGES = {"step": minibatch_step, "update": update_stage, "influence": influence_stage, "envs": env_steps}
+STAGES = {
+    "step": minibatch_step,
+    "forward": collection_forwards,
+    "update": update_stage,
+    "influence": influence_stage,
+    "envs": env_steps,
+}
 
 
 def main() -> None:

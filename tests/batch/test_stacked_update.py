@@ -2,6 +2,7 @@
 takes today's update up to float rounding, and gets the same bits whether it is updated alone or among others."""
 
 import copy
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -10,9 +11,9 @@ import torch
 
 from conftest import compose_config
 from rlinfluence.batch.influence import stacked_influence_scores
-from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.networks import StackedActorCritic, StackedConv2d
 from rlinfluence.batch.optim import STACKED_OPTIMIZERS, StackedAdam, stacked_optimizer
-from rlinfluence.batch.update import stacked_ppo_update
+from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import influence_scores
@@ -244,3 +245,37 @@ def test_stacked_adam_steps_each_seed_as_torch_adam_steps_it_alone():
                 for moment in ("exp_avg", "exp_avg_sq"):
                     assert torch.allclose(kept["state"][index][moment], state[moment], rtol=1e-6, atol=1e-12)
     assert [int(adam_state["state"][0]["step"]) for adam_state in (a.state_dict() for a in torch_adams)] == [4, 4, 5]
+
+
+def test_each_seeds_convolutions_are_todays_bit_for_bit():
+    """A seed's convolutions in the stack are its own conv2d, today's layers' bits (the stack's matmuls after them
+    round unlike today's)."""
+    cfg = compose_config(["env=minigrid"])
+    space, actions = gym.spaces.Box(0, 255, (3, 7, 7), np.uint8), gym.spaces.Discrete(3)
+    stack = StackedActorCritic.from_seeds(space, actions, cfg.env.network, [4, 1, 7])
+    images = torch.randint(0, 11, (3, 50, 3, 7, 7), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    stacked = images
+    for layer in list(stack.features)[:6]:  # scale, conv, ReLU, conv, ReLU, flatten
+        stacked = layer(stacked, None) if isinstance(layer, StackedConv2d) else layer(stacked)
+    for k, seed in enumerate([4, 1, 7]):
+        today = ActorCritic(space, actions, cfg.env.network, torch_generator(spawn_streams(seed)["network"]))
+        convolutions = cast(torch.nn.Sequential, today.features)[0]
+        assert torch.equal(stacked[k], convolutions(images[k]))
+
+
+def test_a_seeds_gradient_clip_is_the_same_alone_or_among_others():
+    """The clip's norm over a seed's 18 parameters (the CNN's) reduces each seed's norms in one order at any N."""
+    draw = torch.Generator().manual_seed(0)
+    grads = [torch.randn(16, 5, generator=draw) * torch.rand(1, generator=draw) for _ in range(18)]
+
+    def clipped(seeds: list[int]) -> list[torch.Tensor]:
+        parameters = [torch.nn.Parameter(torch.zeros(len(seeds), 5)) for _ in grads]
+        for parameter, grad in zip(parameters, grads):
+            parameter.grad = grad[seeds].clone()
+        clip_grad_norm_per_seed(parameters, 0.5)
+        return [cast(torch.Tensor, parameter.grad) for parameter in parameters]
+
+    together = clipped(SEEDS)
+    assert not torch.equal(together[0], grads[0])  # it clips
+    for k in SEEDS:
+        assert all(torch.equal(alone[0], among[k]) for alone, among in zip(clipped([k]), together)), k

@@ -1,15 +1,15 @@
-"""N actor-critics of one config (N seeds) as one module: each layer's N weights stacked as [N, in, out]
-and applied with one `torch.baddbmm` (a convolution's after an unfold), so a forward or backward costs one
-call for all seeds.
+"""N actor-critics of one config (N seeds) as one module: each linear layer's N weights stacked as [N, in, out]
+and applied with one `torch.baddbmm`, so a forward or backward costs one call for all seeds; a convolution
+runs each seed's own `conv2d` (StackedConv2d).
 
 Seed k's slice starts bit-for-bit as today's engine initialises seed k (`from_seeds` builds each seed's
 `ActorCritic` and stacks it). The slices never mix, and a slice's numbers do not depend on which or how many
 seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives each slice the same bits for any N (tested
 for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two, Acrobot's
 slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends to another
-kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN (unfold, baddbmm)
-is tested the same way (tests/batch/). These kernels round differently from
-today's `nn.Linear` (addmm), so a stacked seed is today's run up to float rounding, not bit-for-bit.
+kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN is tested the same
+way (tests/batch/). These kernels round differently from today's `nn.Linear` (addmm), so a stacked seed is
+today's run up to float rounding, not bit-for-bit (its convolutions alone are today's bits).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ class _SeedStacked(nn.Module):
 
 
 class _StackedLayer(_SeedStacked):
-    """N layers of one shape (`nn.Linear` or `nn.Conv2d`): the weight in the layout its kernel reads,
-    [N, in, out] (a convolution's `in` its channels × kernel, as `F.unfold` lays them out), the bias [N, 1, out]."""
+    """N layers of one shape (`nn.Linear` or `nn.Conv2d`), each parameter stacked by seed on dim 0 in the layout
+    its kernel reads: here baddbmm's, weight [N, in, out] and bias [N, 1, out]."""
 
     def __init__(self, layers: list[nn.Linear] | list[nn.Conv2d]):
         super().__init__()
@@ -76,26 +76,35 @@ class StackedLinear(_StackedLayer):
 
 
 class StackedConv2d(_StackedLayer):
-    """N `nn.Conv2d`s of one shape (no padding, dilation or groups), as an unfold and a `baddbmm`: grouped
-    `conv2d` (groups = N) gives a seed other bits at N = 1 than among others (its 3-channel first layer on
-    MiniGrid's 7×7 view, one thread), the unfold's products do not."""
+    """N `nn.Conv2d`s of one shape (no padding, dilation or groups), each seed's images through its own `conv2d`
+    (weight [N, out, in, rows, columns], today's layout stacked; bias [N, out]). One call per seed gives a seed
+    the same kernel, hence the same bits, whichever seeds sit beside it, and costs per seed what today's does:
+    grouped `conv2d` (groups = N) gave a seed other bits at N = 1 than among others (the 3-channel first layer
+    on MiniGrid's 7×7 view, one thread), and a matmul over unfolded patches cost several times today's
+    convolution on these small images."""
 
     def __init__(self, convs: list[nn.Conv2d]):
         super().__init__(convs)
         first = convs[0]
         if first.padding != (0, 0) or first.dilation != (1, 1) or first.groups != 1:
             raise ValueError(f"the stacked engine runs convolutions without padding, dilation or groups: {first}")
-        self.kernel_size, self.stride = first.kernel_size, first.stride
+        self.stride = first.stride
+
+    def stacked(self, name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack(tensors)
+
+    def seed_tensor(self, name: str, stacked: torch.Tensor, k: int) -> torch.Tensor:
+        return stacked[k].clone()
 
     def forward(self, x: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
         """x [m, B, C, H, W] -> [m, B, out, H', W']."""
-        weight, bias = self.stacked_weights(seeds)
-        m, batch, _, height, width = x.shape
-        columns = nn.functional.unfold(x.flatten(0, 1), self.kernel_size, stride=self.stride)  # [mB, in, H'W']
-        out = torch.baddbmm(bias, columns.transpose(1, 2).reshape(m, -1, columns.shape[1]), weight)
-        out_height = (height - self.kernel_size[0]) // self.stride[0] + 1
-        out_width = (width - self.kernel_size[1]) // self.stride[1] + 1
-        return out.view(m, batch, out_height, out_width, -1).permute(0, 1, 4, 2, 3)
+        weights, biases = (tensor.unbind() for tensor in self.stacked_weights(seeds))
+        return torch.stack(
+            [
+                nn.functional.conv2d(images, weight, bias, self.stride)
+                for images, weight, bias in zip(x.unbind(), weights, biases)
+            ]
+        )
 
 
 STACKED_LAYERS: dict[type[nn.Module], type[_StackedLayer]] = {nn.Linear: StackedLinear, nn.Conv2d: StackedConv2d}

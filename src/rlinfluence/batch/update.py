@@ -32,8 +32,10 @@ def clip_grad_norm_per_seed(parameters: Iterable[nn.Parameter], max_norm: float)
     """`nn.utils.clip_grad_norm_` for each seed on its own slice (dim 0) of the stacked gradients: one global
     norm over the stack would couple the seeds."""
     grads = [p.grad for p in parameters if p.grad is not None]
-    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # [parameters, seeds]
-    coef = torch.clamp(max_norm / (torch.linalg.vector_norm(norms, dim=0) + 1e-6), max=1.0)
+    # [seeds, parameters], each seed's norms a contiguous row, reduced in one order at any N: over dim 0 of
+    # [parameters, seeds] one seed's 18 norms (the CNN's) summed in other bits than among others (12, the MLP's, not).
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads], dim=1)
+    coef = torch.clamp(max_norm / (torch.linalg.vector_norm(norms, dim=1) + 1e-6), max=1.0)
     for g in grads:
         g.mul_(coef.view(-1, *[1] * (g.dim() - 1)))
 
