@@ -13,7 +13,7 @@ Five measurements, CPU seconds (time.process_time):
   engine was chosen against;
 - a round's collection forwards (`forward`): n_steps steps, each sampling every seed's actions for its
   observations of that step (its round-1 records): today's `sample_actions` once per seed, the stacked
-  engine's one `policy_logits` and sample for all seeds (batch/engine.py's `stacked_collect`);
+  engine's one `sample_actions` for all seeds (batch/engine.py's `stacked_collect`);
 - a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
   different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`;
@@ -44,7 +44,6 @@ from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.control.networks import CategoricalHead
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
 from rlinfluence.envs.make import make_env
@@ -171,7 +170,7 @@ def collection_forwards(env: str, n: int, n_steps: int, reps: int) -> None:
     @torch.no_grad()
     def stacked() -> None:
         for t in range(n_steps):
-            CategoricalHead.sample(seeds.stacked.policy_logits(obs[:, t]), noise[t].expand(n, *noise.shape[1:]))
+            seeds.stacked.sample_actions(obs[:, t], noise[t].expand(n, *noise.shape[1:]))
 
     seconds = timed({"today": todays, "stacked": stacked}, reps)
     print(
