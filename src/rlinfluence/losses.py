@@ -11,16 +11,16 @@ import torch
 
 
 def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
-    """Zero mean, unit std; a single record is left as is (SB3 does the same).
+    """Zero mean, unit std over the last axis (each row on its own: the stacked update passes one row per seed);
+    a single record is left as is (SB3 does the same).
 
     Equal advantages carry no preference between records: they become exact zeros. (Dividing
     their float rounding residue by std + 1e-8 would turn it into arbitrary values of order 1.)
     """
-    if advantages.numel() < 2:
+    if advantages.shape[-1] < 2:
         return advantages
-    if bool((advantages == advantages[0]).all()):
-        return torch.zeros_like(advantages)
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    normalized = (advantages - advantages.mean(-1, keepdim=True)) / (advantages.std(-1, keepdim=True) + 1e-8)
+    return torch.where((advantages == advantages[..., :1]).all(-1, keepdim=True), 0.0, normalized)
 
 
 def policy_loss_per_record(

@@ -17,6 +17,7 @@ from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import influence_scores
+from rlinfluence.losses import normalize_advantages
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import run_round
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
@@ -279,3 +280,18 @@ def test_a_seeds_gradient_clip_is_the_same_alone_or_among_others():
     assert not torch.equal(together[0], grads[0])  # it clips
     for k in SEEDS:
         assert all(torch.equal(alone[0], among[k]) for alone, among in zip(clipped([k]), together)), k
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 63, 64, 257, 2048])
+def test_advantages_are_normalised_per_seed_row_as_each_seed_alone(size, one_thread):
+    """The stacked update normalises its [seeds, minibatch] advantages in one call: each row gets the bits its
+    seed's minibatch gets alone, equal advantages exact zeros and a lone record unchanged, at any N."""
+    draw = torch.Generator().manual_seed(size)
+    advantages = torch.randn(16, size, generator=draw) * torch.rand(16, 1, generator=draw) * 40 + 0.3
+    advantages[3] = 0.7  # all equal
+    advantages[5, : size // 2] = advantages[5, 0]
+    for n in (1, 3, 16):
+        rows = normalize_advantages(advantages[:n])
+        for k in range(n):
+            assert torch.equal(rows[k], normalize_advantages(advantages[k])), (n, k)
+    assert torch.equal(normalize_advantages(advantages)[3], torch.zeros(size) if size > 1 else advantages[3])

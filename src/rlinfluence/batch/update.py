@@ -48,29 +48,32 @@ def _minibatches(selection: Selection, ppo: PPOConfig, rng: np.random.Generator)
     )
 
 
+RECORD_FIELDS = ("obs", "actions", "log_probs", "returns", "advantages")  # what a minibatch step reads
+
+
 def _minibatch_step(
     model: StackedActorCritic,
     optimizer: StackedOptimizer,
-    records: list[RolloutBuffer],
-    ids: list[torch.Tensor],
+    records: dict[str, torch.Tensor],
+    ids: torch.Tensor,
     group: list[int],
     ppo: PPOConfig,
 ) -> torch.Tensor:
-    """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` (one size);
-    their [seeds, 5] statistics."""
+    """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
+    each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics."""
     seeds = None if len(group) == model.n_seeds else torch.tensor(group)
-    obs = torch.stack([buffer.obs[i] for buffer, i in zip(records, ids)])
-    actions = torch.stack([buffer.actions[i] for buffer, i in zip(records, ids)])
-    old_log_prob = torch.stack([buffer.log_probs[i] for buffer, i in zip(records, ids)])
-    returns = torch.stack([buffer.returns[i] for buffer, i in zip(records, ids)])
-    advantages = [buffer.advantages[i] for buffer, i in zip(records, ids)]
+    n_records = len(records["obs"]) // model.n_seeds
+    flat_ids = (torch.tensor(group).unsqueeze(1) * n_records + ids).flatten()  # one index_select per field
+    obs, actions, old_log_prob, returns, advantages = (
+        (field := records[name]).index_select(0, flat_ids).view(*ids.shape, *field.shape[1:]) for name in RECORD_FIELDS
+    )
     if ppo.normalize_advantage:
-        advantages = [normalize_advantages(a) for a in advantages]  # per seed, today's function
+        advantages = normalize_advantages(advantages)  # each seed's row on its own
     clip_range = float(ppo.clip_range)
     head_out, values = model(obs, seeds)
     log_prob, entropy = model.log_prob_entropy(head_out, actions, seeds)
     policy_loss = policy_loss_per_record(
-        log_prob, old_log_prob, torch.stack(advantages), clip_range, entropy, float(ppo.ent_coef)
+        log_prob, old_log_prob, advantages, clip_range, entropy, float(ppo.ent_coef)
     ).mean(-1)
     value_loss = value_loss_per_record(values, returns).mean(-1)
     optimizer.zero_grad()
@@ -106,15 +109,16 @@ def stacked_ppo_update(
         raise ValueError(
             f"{len(buffers)} buffers, {len(selections)} selections and {len(rngs)} generators for {n} seeds"
         )
+    # the seeds' records concatenated once for the round (seed k's from k * len(buffers[k])), each step's
+    # minibatches gathered from them by index
+    records = {name: torch.cat([getattr(buffer, name) for buffer in buffers]) for name in RECORD_FIELDS}
     schedules = [_minibatches(selection, ppo, rng) for selection, rng in zip(selections, rngs)]
     sums = torch.zeros(n, len(STATS))
     steps = torch.zeros(n, dtype=torch.long)
     while batches := {k: ids for k, schedule in enumerate(schedules) if (ids := next(schedule, None)) is not None}:
         for size in sorted({len(ids) for ids in batches.values()}):
             group = [k for k, ids in batches.items() if len(ids) == size]
-            stats = _minibatch_step(
-                model, optimizer, [buffers[k] for k in group], [batches[k] for k in group], group, ppo
-            )
+            stats = _minibatch_step(model, optimizer, records, torch.stack([batches[k] for k in group]), group, ppo)
             sums[group] += stats
             steps[group] += 1
     means = sums / steps.clamp(min=1).unsqueeze(1)
