@@ -11,8 +11,19 @@ import torch
 
 
 def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
-    """Zero mean, unit std over the last axis (each row on its own: the stacked update passes one row per seed);
-    a single record is left as is (SB3 does the same).
+    """One minibatch's advantages (a 1-D tensor) to zero mean and unit std; a single record is left as is (SB3
+    does the same), equal advantages become exact zeros. Any other shape is a ValueError: a [time, envs] buffer
+    would be normalised whole or per row depending on the reader's guess, so the caller flattens it."""
+    if advantages.dim() != 1:
+        raise ValueError(
+            f"normalize_advantages takes one minibatch's advantages, a 1-D tensor; got shape {tuple(advantages.shape)}"
+        )
+    return normalize_rows(advantages)
+
+
+def normalize_rows(advantages: torch.Tensor) -> torch.Tensor:
+    """normalize_advantages over the last axis, each row on its own and to the bits that row gets alone (the
+    stacked update passes one row per seed).
 
     Equal advantages carry no preference between records: they become exact zeros. (Dividing
     their float rounding residue by std + 1e-8 would turn it into arbitrary values of order 1.)

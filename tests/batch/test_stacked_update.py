@@ -17,7 +17,7 @@ from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import influence_scores
-from rlinfluence.losses import normalize_advantages
+from rlinfluence.losses import normalize_advantages, normalize_rows
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import run_round
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
@@ -291,7 +291,7 @@ def test_advantages_are_normalised_per_seed_row_as_each_seed_alone(size, one_thr
     advantages[3] = 0.7  # all equal
     advantages[5, : size // 2] = advantages[5, 0]
     for n in (1, 3, 16):
-        rows = normalize_advantages(advantages[:n])
+        rows = normalize_rows(advantages[:n])
         for k in range(n):
             assert torch.equal(rows[k], normalize_advantages(advantages[k])), (n, k)
-    assert torch.equal(normalize_advantages(advantages)[3], torch.zeros(size) if size > 1 else advantages[3])
+    assert torch.equal(normalize_rows(advantages)[3], torch.zeros(size) if size > 1 else advantages[3])

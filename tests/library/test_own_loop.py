@@ -132,6 +132,13 @@ def test_normalize_advantages_is_public_and_leaves_one_record_finite():
     torch.testing.assert_close(normalized, torch.tensor([-1.0, 0.0, 1.0]), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("shape", [(), (8, 4), (2, 3, 4)])
+def test_normalize_advantages_refuses_anything_but_one_minibatchs_vector(shape):
+    """A [time, envs] buffer would be normalised whole or per row depending on a guess: the caller flattens it."""
+    with pytest.raises(ValueError, match=rf"a 1-D tensor; got shape {re.escape(str(shape))}"):
+        normalize_advantages(torch.ones(shape))
+
+
 def test_the_cleanrl_style_example_trains_with_the_public_helpers():
     """examples/cleanrl_style_influence.py: cleanrl_policy, kept_minibatches and normalize_advantages, from the
     public API only, one iteration."""

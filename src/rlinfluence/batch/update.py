@@ -20,7 +20,7 @@ from torch import nn
 from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.optim import StackedOptimizer
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
+from rlinfluence.losses import normalize_rows, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 from rlinfluence.update import minibatch_ids
@@ -68,7 +68,7 @@ def _minibatch_step(
         (field := records[name]).index_select(0, flat_ids).view(*ids.shape, *field.shape[1:]) for name in RECORD_FIELDS
     )
     if ppo.normalize_advantage:
-        advantages = normalize_advantages(advantages)  # each seed's row on its own
+        advantages = normalize_rows(advantages)  # each seed's row on its own
     clip_range = float(ppo.clip_range)
     head_out, values = model(obs, seeds)
     log_prob, entropy = model.log_prob_entropy(head_out, actions, seeds)
