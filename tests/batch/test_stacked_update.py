@@ -201,6 +201,10 @@ def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():
     assert STACKED_OPTIMIZERS.keys() == OPTIMIZERS.keys()  # every optimizer.name runs stacked
     with pytest.raises(ValueError, match="^0 buffers, 0 selections and 1 generators for 2 seeds$"):
         stacked_ppo_update(model, sgd, [], [], cfg.ppo, [shuffle_rng(0)])
+    uneven = [RolloutBuffer(*[torch.zeros(size)] * 11) for size in (2, 3)]
+    keep_all = [Selection(np.ones(len(buffer), dtype=bool)) for buffer in uneven]
+    with pytest.raises(ValueError, match=r"^the seeds' buffers must hold as many records each; they hold \[2, 3\]$"):
+        stacked_ppo_update(model, sgd, uneven, keep_all, cfg.ppo, [shuffle_rng(0), shuffle_rng(1)])
     with pytest.raises(ValueError, match=r"^1 buffers \(of sizes \[0\]\) for 2 seeds$"):
         stacked_influence_scores(model, [RolloutBuffer(*[torch.zeros(0)] * 11)], ReturnTarget(), cfg.ppo)
 

@@ -109,6 +109,9 @@ def stacked_ppo_update(
         raise ValueError(
             f"{len(buffers)} buffers, {len(selections)} selections and {len(rngs)} generators for {n} seeds"
         )
+    sizes = [len(buffer) for buffer in buffers]
+    if len(set(sizes)) > 1:  # seed k's records are found at k * size in the concatenation below
+        raise ValueError(f"the seeds' buffers must hold as many records each; they hold {sizes}")
     # the seeds' records concatenated once for the round (seed k's from k * len(buffers[k])), each step's
     # minibatches gathered from them by index
     records = {name: torch.cat([getattr(buffer, name) for buffer in buffers]) for name in RECORD_FIELDS}
