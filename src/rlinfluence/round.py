@@ -135,6 +135,10 @@ class Stopwatch:
         self.times[column] = now - self.last
         self.last = now
 
+    def shares(self, n: int) -> dict[str, float]:
+        """Each stage's seconds divided among the n runs it served together (the stacked engine's seeds)."""
+        return {column: seconds / n for column, seconds in self.times.items()}
+
 
 def metrics_row(agent: Agent, fields: dict[str, Any]) -> dict[str, Any]:
     """The agent's columns, NaN where the round did not measure them."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from rlinfluence.control.collect import SimulatorSlots, Steps
 from rlinfluence.control.trainer import Trainer
-from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
+from rlinfluence.envs.batched import BatchedSimulator, simulator_if_any
 
 
 def seed_slots(trainers: list[Trainer]) -> list[np.ndarray]:
@@ -27,19 +27,18 @@ def collection_simulator(trainers: list[Trainer]) -> BatchedSimulator | None:
     one their envs move onto (each episode in progress replayed); None where no simulator replays the env."""
     slots = seed_slots(trainers)
     backends = [trainer.envs.backend for trainer in trainers]
-    if all(isinstance(backend, SimulatorSlots) for backend in backends):
-        simulator = backends[0].simulator  # type: ignore[attr-defined]
-        if simulator.n == len(trainers) * len(slots[0]) and all(
-            backend.simulator is simulator and np.array_equal(backend.slots, seed_slot)  # type: ignore[attr-defined]
+    current = backends[0]
+    if isinstance(current, SimulatorSlots) and current.simulator.n == len(trainers) * len(slots[0]):
+        if all(
+            isinstance(backend, SimulatorSlots)
+            and backend.simulator is current.simulator
+            and np.array_equal(backend.slots, seed_slot)
             for backend, seed_slot in zip(backends, slots)
         ):
-            return simulator
+            return current.simulator
     env_cfg = trainers[0].cfg.env
-    try:
-        simulator = batched_simulator(env_cfg, len(trainers) * len(slots[0]), collection=True)
-    except ValueError:
-        return None
-    if env_cfg.state_key not in (None, simulator.STATE_KEY):
+    simulator = simulator_if_any(env_cfg, len(trainers) * len(slots[0]), collection=True)
+    if simulator is None or env_cfg.state_key not in (None, simulator.STATE_KEY):
         return None
     for trainer, seed_slot in zip(trainers, slots):
         trainer.envs.move_to(SimulatorSlots(simulator, seed_slot))

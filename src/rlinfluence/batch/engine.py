@@ -137,7 +137,7 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     watch.lap("time_update")
     evaluations = stacked_evaluation(trainers, k)
     watch.lap("time_eval")
-    shares = {column: seconds / len(trainers) for column, seconds in watch.times.items()}
+    shares = watch.shares(len(trainers))
     return [
         round_row(trainer, k, buffer, selection, seed_scores, seed_stats | seed_evaluation | shares)
         for trainer, buffer, selection, seed_scores, seed_stats, seed_evaluation in zip(

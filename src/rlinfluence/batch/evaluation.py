@@ -17,17 +17,14 @@ import torch
 
 from rlinfluence.control.evaluation import EvaluationRound
 from rlinfluence.control.trainer import Trainer
-from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
+from rlinfluence.envs.batched import BatchedSimulator, simulator_if_any
 from rlinfluence.round import Stopwatch, evaluation, initial_row, is_eval_round
 
 
 def simulator_for(trainers: list[Trainer]) -> BatchedSimulator | None:
     """One simulator with a slot for every seed's evaluation env; None where no simulator replays the env."""
     first = trainers[0]
-    try:
-        return batched_simulator(first.cfg.env, len(trainers) * len(first.evaluator.envs))
-    except ValueError:
-        return None
+    return simulator_if_any(first.cfg.env, len(trainers) * len(first.evaluator.envs))
 
 
 def stacked_evaluation(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
@@ -44,7 +41,7 @@ def stacked_initial_rows(trainers: list[Trainer]) -> list[dict[str, Any]]:
     watch = Stopwatch()
     evaluations = stacked_evaluation(trainers, 0)
     watch.lap("time_eval")
-    shares = {column: seconds / len(trainers) for column, seconds in watch.times.items()}
+    shares = watch.shares(len(trainers))
     return [initial_row(trainer, evaluated | shares) for trainer, evaluated in zip(trainers, evaluations)]
 
 

@@ -282,3 +282,11 @@ def batched_simulator(env_cfg: EnvSettings, n: int, collection: bool = False) ->
         return simulator(env, n)
     finally:
         env.close()
+
+
+def simulator_if_any(env_cfg: EnvSettings, n: int, collection: bool = False) -> BatchedSimulator | None:
+    """batched_simulator's N slots, or None where no simulator here replays the env (its envs step one by one)."""
+    try:
+        return batched_simulator(env_cfg, n, collection)
+    except ValueError:
+        return None
