@@ -61,9 +61,10 @@ def _minibatch_step(
 ) -> torch.Tensor:
     """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
     each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics."""
-    seeds = None if len(group) == model.n_seeds else torch.tensor(group)
+    group_ids = torch.tensor(group)
+    seeds = None if len(group) == model.n_seeds else group_ids
     n_records = len(records["obs"]) // model.n_seeds
-    flat_ids = (torch.tensor(group).unsqueeze(1) * n_records + ids).flatten()  # one index_select per field
+    flat_ids = (group_ids.unsqueeze(1) * n_records + ids).flatten()  # one index_select per field
     obs, actions, old_log_prob, returns, advantages = (
         (field := records[name]).index_select(0, flat_ids).view(*ids.shape, *field.shape[1:]) for name in RECORD_FIELDS
     )
