@@ -109,6 +109,8 @@ EXPECTED = {
     # The benchmark of rollout filters: the new arms beside the main comparison's, DoorKey's seven on their own.
     "filters": runs(P_ABLATION_ENVS, FILTER_ARMS, 5),
     "filters_doorkey": runs(["doorkey"], ["ppo", "iif-p{p}", "random-p{p}", *FILTER_ARMS], 5),
+    # The same seven arms on 20 seeds, one env a block (frozenlake when the command names none).
+    "twenty_seeds": runs(["frozenlake"], ["ppo", "iif-p{p}", "random-p{p}", *FILTER_ARMS], 20),
 }
 JOB_COUNTS = {
     "main": 90,
@@ -132,6 +134,7 @@ JOB_COUNTS = {
     "fidelity_train_env_highway": 2,
     "filters": 80,
     "filters_doorkey": 35,
+    "twenty_seeds": 140,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {
@@ -156,6 +159,7 @@ FEEDS = {
     "fidelity_train_env_highway": ["issue 42", "lead 1"],
     "filters": ["issue 46"],
     "filters_doorkey": ["issue 46"],
+    "twenty_seeds": ["filter leaderboard"],
 }
 # The run folder an overlay's runs go to, where it is not the overlay's name: the protocol study
 # extends the main comparison.
