@@ -11,10 +11,12 @@ line that says what it did and where; an interrupted run, with the round it stop
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import logging
 import os
+import shlex
 import sys
 import warnings
 from collections import Counter
@@ -31,7 +33,15 @@ from omegaconf import DictConfig
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import app_search_path, one_line
 from rlinfluence.config.paths import CONFIG_DIR
-from rlinfluence.launch.manifest import Composer, expand_sweep, pack_seed_sweep, replaced
+from rlinfluence.config.seeds import listed_seeds
+from rlinfluence.launch.manifest import (
+    Composer,
+    expand_sweep,
+    overlay_seed_sweep,
+    pack_seed_sweep,
+    replaced,
+    single_command,
+)
 from rlinfluence.run.interrupts import RunInterrupted
 from rlinfluence.run.tasks import TRAIN, load_task
 
@@ -109,14 +119,20 @@ class SweepJob:
     plan: str  # what the sweep is to do with the run: TRAINED (from scratch), RESUMED or SKIPPED
 
 
-def sweep_overrides(argv: list[str]) -> list[str] | None:
-    """The overrides of `rlinfluence -m ...`, read with Hydra's own parser; None for a single run, for
-    arguments Hydra refuses (it says why), and when Hydra's flags (--help, --cfg, -cn, ...) change what
-    the command does."""
+def command_line(argv: list[str]) -> argparse.Namespace | None:
+    """The command line as Hydra's own parser reads it; None for arguments it refuses (Hydra says why)."""
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            args = get_args_parser().parse_args(argv)
+            return get_args_parser().parse_args(argv)
     except SystemExit:
+        return None
+
+
+def sweep_overrides(argv: list[str]) -> list[str] | None:
+    """The overrides of `rlinfluence -m ...`; None for a single run, for arguments Hydra refuses (it says why),
+    and when Hydra's flags (--help, --cfg, -cn, ...) change what the command does."""
+    args = command_line(argv)
+    if args is None:
         return None
     flags = (
         args.help,
@@ -140,6 +156,38 @@ def pack_seeds(overrides: list[str]) -> dict[str, list[str]]:
         return pack_seed_sweep(overrides)
     except ConfigError as error:
         refuse(f"config error: {error}")
+
+
+def single_run_seeds(argv: list[str]) -> dict[str, list[str]]:
+    """A single command's `seeds=` as the list it names (config/seeds.py); refused in one line when it is not one."""
+    args = command_line(argv)
+    if args is None or args.multirun:
+        return {}
+    try:
+        return listed_seeds(args.overrides)
+    except ConfigError as error:
+        refuse(f"config error: {error}")
+
+
+def show_sweep_jobs(argv: list[str]) -> bool:
+    """`-m <sweep> --cfg job`: a sweep has no one config (Hydra refuses the pair with a traceback); its jobs are
+    printed on stdout, one line of overrides each, as `-m` would run them, and how to see one's config. False for
+    any other command."""
+    args = command_line(argv)
+    if args is None or not (args.multirun and args.cfg):
+        return False
+    with Composer() as composer:
+        words = args.overrides + overlay_seed_sweep(composer, args.overrides)
+        packed = replaced(words, pack_seeds(words))
+        jobs = [single_command(job) for job in expand_sweep(composer.sweep_params(packed), packed)]
+    for job in jobs:
+        print(shlex.join(job))
+    print(
+        f"rlinfluence: the sweep's {len(jobs)} job(s) above, one per line; a sweep has no one config: "
+        f"`rlinfluence <a job's overrides> --cfg {args.cfg}` shows that job's",
+        file=sys.stderr,
+    )
+    return True
 
 
 def check_sweep(overrides: list[str]) -> list[SweepJob]:
@@ -204,8 +252,14 @@ def main() -> None:
     quiet_libraries()
     jobs: list[SweepJob] = []
     try:
+        if show_sweep_jobs(sys.argv[1:]):
+            return
+        sys.argv = replaced(sys.argv, single_run_seeds(sys.argv[1:]))
         overrides = sweep_overrides(sys.argv[1:])
         if overrides is not None:
+            with Composer() as composer:  # engine=stacked beside an overlay's seed sweep packs that sweep
+                spelt = overlay_seed_sweep(composer, overrides)
+            sys.argv, overrides = sys.argv + spelt, overrides + spelt
             packing = pack_seeds(overrides)
             # Hydra reads the command line: the packed overrides replace the seed sweep there too
             sys.argv = replaced(sys.argv, packing)

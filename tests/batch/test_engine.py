@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -128,6 +129,24 @@ def test_a_finished_batch_is_skipped_and_a_seed_added_later_trains_alone(tmp_pat
     assert len(metrics_rows(seed_dir(tmp_path, 2))) == 4
 
 
+def test_a_broken_seeds_refusal_names_that_seeds_own_restart(tmp_path):
+    run_task(tiny(tmp_path, *STACKED, "seeds=[0,1,2]"))
+    (seed_dir(tmp_path, 2) / "DONE").unlink()
+    (seed_dir(tmp_path, 2) / "checkpoint.pt").write_bytes(b"")
+    others = {seed: (seed_dir(tmp_path, seed) / "metrics.csv").read_text() for seed in (0, 1)}
+    line = cli_refusal(cli_run(tmp_path, "debug=smoke", *STACKED, "seeds=[0,1,2]"))
+    assert line == (
+        f"rlinfluence: {seed_dir(tmp_path, 2)}/checkpoint.pt is unreadable (EOFError: Ran out of input); "
+        "seeds=[2] force=true (the same command otherwise) restarts seed 2 alone from scratch, deleting its results, "
+        "and the same command then trains the set (force=true on the set would restart every seed of it)"
+    )
+    # the way out it names: the broken seed alone, then the set; the other seeds' runs are not touched
+    assert cli_run(tmp_path, "debug=smoke", *STACKED, "seeds=[2]", "force=true").returncode == 0
+    assert cli_run(tmp_path, "debug=smoke", *STACKED, "seeds=[0,1,2]").returncode == 0
+    assert {seed: (seed_dir(tmp_path, seed) / "metrics.csv").read_text() for seed in (0, 1)} == others
+    assert len(metrics_rows(seed_dir(tmp_path, 2))) == 4
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -226,6 +245,56 @@ def test_a_sweep_over_seeds_runs_each_configs_seeds_in_one_process(tmp_path):
     run_task(tiny(tmp_path / "alone", "engine=stacked", "method=iif", "seed=2"))
     [swept] = [path for path in tmp_path.rglob("seed2") if "iif" in str(path) and "alone" not in str(path)]
     assert metrics_rows(swept, timings=False) == metrics_rows(seed_dir(tmp_path / "alone", 2), timings=False)
+
+
+@pytest.mark.parametrize("seeds", ["seeds=abc", "seeds=5", "seeds=[0,1.5]", "seeds=[true,2]"])
+def test_seeds_that_are_not_a_list_of_integers_get_our_one_line(tmp_path, seeds):
+    line = cli_refusal(cli_run(tmp_path, "debug=smoke", "engine=stacked", seeds))
+    assert line == (
+        f"rlinfluence: config error: {seeds} is not a list of integer seeds: give a list of integer seeds, "
+        "seeds=[0,1,2], or a range, seeds='range(20)'"
+    )
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_seeds_as_a_range_are_the_seeds_it_names_and_seed_beside_seeds_is_refused(tmp_path):
+    result = cli_run(tmp_path, "debug=smoke", "engine=stacked", "seeds=range(1,3)")
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in tmp_path.rglob("seed*") if (path / "DONE").exists()) == ["seed1", "seed2"]
+    line = cli_refusal(cli_run(tmp_path / "both", "debug=smoke", "engine=stacked", "seeds=[0,1]", "seed=5"))
+    assert line == (
+        "rlinfluence: config error: seeds=[0,1] and seed=5 both name the seeds: engine=stacked trains the seeds of "
+        "seeds=, so give seeds= alone"
+    )
+    negative = cli_refusal(cli_run(tmp_path / "negative", "debug=smoke", "engine=stacked", "seeds=[-1,2]"))
+    assert negative == "rlinfluence: config error: seeds=[-1, 2] must list distinct seeds >= 0"
+
+
+def test_an_overlays_seed_sweep_beside_engine_stacked_is_packed(tmp_path):
+    result = cli_run(
+        tmp_path, "-m", "+experiment=main", "env=frozenlake", "method=ppo", "engine=stacked", "debug=smoke"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Launching 1 jobs" in result.stdout and "seeds=[0,1,2,3,4]" in result.stdout
+    assert "sweep of 5 runs: 5 trained" in result.stderr
+
+
+def test_a_sweeps_config_asked_for_shows_its_jobs(tmp_path):
+    sweep = ["-m", "+experiment=filters_doorkey", "env=frozenlake", "seed=range(20)", "engine=stacked"]
+    command = [sys.executable, "-m", "rlinfluence", *sweep, f"runs_root={tmp_path}", "--cfg", "job"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    jobs = result.stdout.strip().splitlines()
+    assert len(jobs) == 7 and all("'seeds=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19]'" in job for job in jobs)
+    assert result.stderr.strip() == (
+        "rlinfluence: the sweep's 7 job(s) above, one per line; a sweep has no one config: "
+        "`rlinfluence <a job's overrides> --cfg job` shows that job's"
+    )
+    # a job's line is a command that runs as it is: its config shows
+    shown = subprocess.run(
+        [sys.executable, "-m", "rlinfluence", *shlex.split(jobs[0]), "--cfg", "job"], capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "engine: stacked" in shown.stdout, shown.stderr
 
 
 def test_a_seed_sweep_beside_a_seed_list_is_refused(tmp_path):

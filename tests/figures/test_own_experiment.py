@@ -145,6 +145,21 @@ def test_one_envs_runs_made_with_different_settings_are_refused(tmp_path):
     )
 
 
+def test_a_run_dir_with_rounds_written_twice_is_named_with_its_rows(tmp_path):
+    """A run dir two processes wrote at once (before a run dir had one writer): the refusal names its repeated
+    rounds by line, not "several runs"."""
+    run_dir = write_run(tmp_path / "runs", "mine", "acrobot", "ppo", 0)
+    metrics_csv = run_dir / "metrics.csv"
+    header, *rows = metrics_csv.read_text().splitlines()
+    metrics_csv.write_text("\n".join([header, *rows[:3], *rows[1:]]) + "\n")  # rounds 1 and 2 again
+    refused(
+        tmp_path,
+        RunDirError,
+        f"{tmp_path / 'runs'}: {metrics_csv} has 2 round(s) more than once (round 1 on lines 3, 5; round 2 on lines "
+        "4, 6): two processes trained this run dir at once; retrain it with force=true",
+    )
+
+
 def test_settings_the_experiments_figures_cannot_use_are_refused(tmp_path):
     write_run(tmp_path / "runs", "mine", "acrobot", "ppo", 0)
     refused(tmp_path, ConfigError, f"figures.runs_root={tmp_path / 'none'} is not a directory", runs_root="none")

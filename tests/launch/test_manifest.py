@@ -335,9 +335,10 @@ def test_a_stacked_seed_sweep_is_a_line_per_block_of_seeds(tmp_path, monkeypatch
     manifest = Manifest.read(out)
     assert manifest.header["runs"] == "10" and manifest.header["tasks"] == "6"
     assert "--seeds-per-task 2" in manifest.header["command"]
-    # the overlay's own seed sweep (range(0,5)) does not run each block again: a line per config and block
+    # the overlay's own seed sweep (range(0,5)) does not run each block again: a line per config and block, a
+    # command of its own (no seed= beside its seeds=, which a single command refuses)
     blocks = [[o for o in run.overrides if o.startswith("seed")] for run in manifest.runs]
-    assert blocks == [[f"seeds={block}", "seed=0"] for block in ("[0,1]", "[2,3]", "[4]") for _method in (1, 2)]
+    assert blocks == [[f"seeds={block}"] for block in ("[0,1]", "[2,3]", "[4]") for _method in (1, 2)]
     with mf.Composer() as composer:  # each line records its seeds' run dirs, the ones their own commands train
         for run in manifest.runs:
             seeds = json.loads(next(o for o in run.overrides if o.startswith("seeds="))[len("seeds=") :])
@@ -347,7 +348,10 @@ def test_a_stacked_seed_sweep_is_a_line_per_block_of_seeds(tmp_path, monkeypatch
     # without --seeds-per-task, a config's seeds are one line, as `rlinfluence -m` packs them
     assert slurm.main(["make", *sweep, "-o", str(tmp_path / "one.txt")]) == 0
     one = Manifest.read(tmp_path / "one.txt").runs
-    assert [[o for o in run.overrides if o.startswith("seed")] for run in one] == [["seeds=[0,1,2,3,4]", "seed=0"]] * 2
+    assert [[o for o in run.overrides if o.startswith("seed")] for run in one] == [["seeds=[0,1,2,3,4]"]] * 2
+    # engine=stacked beside the overlay's seed sweep alone packs that sweep too
+    assert slurm.main(["make", *sweep[:-1], "-o", str(tmp_path / "overlay.txt")]) == 0
+    assert [run.overrides for run in Manifest.read(tmp_path / "overlay.txt").runs] == [run.overrides for run in one]
 
 
 def test_seeds_per_task_without_a_stacked_seed_sweep_is_refused(tmp_path, capsys):

@@ -144,10 +144,25 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
         key = clashes[RUN_KEY].iloc[0]
         runs = clashes[(clashes[RUN_KEY] == key).all(axis=1)]
         which = (runs[RUN_DIR] if RUN_DIR in runs else "config_hash " + runs["config_hash"].astype(str)).unique()
+        if len(which) == 1 and RUN_DIR in runs:
+            raise RunDirError(f"{where}: {repeated_rounds(Path(which[0]))}")
         raise RunDirError(
             f"{where}: several runs share experiment/env/method_tag/protocol/seed "
             f"{'/'.join(map(str, key))} ({', '.join(which)}); a figure draws one run per seed: keep one"
         )
+
+
+def repeated_rounds(run_dir: Path) -> str:
+    """What is wrong with a run whose metrics.csv holds a round more than once (two processes wrote it at once,
+    before a run dir had one writer): the rounds, by the file's line numbers, and the way out."""
+    rounds = pd.read_csv(run_dir / "metrics.csv", usecols=["round"])["round"]
+    lines = {k: [i + 2 for i in rows] for k, rows in rounds.groupby(rounds).groups.items() if len(rows) > 1}
+    shown = "; ".join(f"round {k} on lines {', '.join(map(str, at))}" for k, at in list(lines.items())[:3])
+    more = f" and {len(lines) - 3} more round(s)" if len(lines) > 3 else ""
+    return (
+        f"{run_dir}/metrics.csv has {len(lines)} round(s) more than once ({shown}{more}): two processes trained "
+        "this run dir at once; retrain it with force=true"
+    )
 
 
 def group_name(values) -> str:

@@ -128,6 +128,34 @@ def pack_seed_sweep(overrides: Sequence[str], seeds_per_job: int | None = None) 
     return {seed.input_line: [f"seeds={blocks}", f"seed={seeds[0]}"]}
 
 
+def overlay_seed_sweep(composer: Composer, overrides: Sequence[str]) -> list[str]:
+    """`engine=stacked` with an overlay that sweeps `seed` and no `seed=` on the command line: the overlay's seed
+    sweep spelt as a command-line word (`['seed=range(0,5)']`), so that it is packed as one given there is;
+    else nothing."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from rlinfluence.batch.engine import STACKED
+
+    try:
+        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(list(overrides))}
+    except HydraException:
+        return []  # Hydra says what is wrong with it
+    engine = parsed.get("engine")
+    if engine is None or engine.is_sweep_override() or engine.value() != STACKED or "seed" in parsed:
+        return []
+    if "seeds" in parsed:
+        return []
+    seed_sweep = composer.sweep_params(overrides).get("seed")
+    return [] if seed_sweep is None else [f"seed={seed_sweep}"]
+
+
+def single_command(job: list[str]) -> list[str]:
+    """A packed sweep job as a command of its own: its seeds= names the seeds, and the seed= that pinned an
+    overlay's seed sweep for the expansion would be refused beside it (config/seeds.py)."""
+    return [o for o in job if not o.startswith("seed=")] if any(o.startswith("seeds=") for o in job) else job
+
+
 def replaced(words: Sequence[str], replacements: dict[str, list[str]]) -> list[str]:
     """`words` with each word that `replacements` names replaced by its words."""
     return [new for word in words for new in replacements.get(word, [word])]
@@ -300,6 +328,8 @@ def make_manifest(
     from rlinfluence.choices import require
 
     overrides = [o for o in overrides if o not in ("-m", "--multirun")]
+    with Composer(config_dir, config_name) as composer:
+        overrides = [*overrides, *overlay_seed_sweep(composer, overrides)]
     packing = pack_seed_sweep(overrides, seeds_per_task)
     require(
         seeds_per_task is None or (bool(packing) and seeds_per_task >= 1),
@@ -309,7 +339,7 @@ def make_manifest(
     packed = replaced(overrides, packing)
     with Composer(config_dir, config_name) as composer:
         params = composer.sweep_params(packed)
-    expanded = expand_sweep(params, packed)
+    expanded = [single_command(job) for job in expand_sweep(params, packed)]
     dirs = resolve_run_dirs(expanded, config_dir, config_name)
 
     runs: list[Run] = []

@@ -1,5 +1,5 @@
 """A training run's lifecycle, for the CLI and for the analyses that train their standard run: check the
-run dir (made with other settings? finished? what does it resume from?), create it, record the
+run dir (made with other settings? finished? what does it resume from?), create it, become its one writer, record the
 invocation, train, and say which run dir, as it starts (logger=disabled prints nothing else until the end), and
 which final test return, in one line, either way."""
 
@@ -18,6 +18,7 @@ from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import SUMMARY
 from rlinfluence.run.identity import check_identity, write_identity
 from rlinfluence.run.loop import Resume, read_resume, reset_run, train
+from rlinfluence.run.writer import sole_writer
 
 
 def check_run(cfg: DictConfig, run_dir: Path) -> Resume | None:
@@ -25,9 +26,15 @@ def check_run(cfg: DictConfig, run_dir: Path) -> Resume | None:
     unreadable), before its first write: what the run resumes from, None when it has finished."""
     if not cfg.force:
         check_identity(run_dir, cfg)
-        if rundir.is_done(run_dir):
-            return None
-    return Resume() if cfg.force else read_resume(run_dir)
+    return resume_point(cfg, run_dir)
+
+
+def resume_point(cfg: DictConfig, run_dir: Path) -> Resume | None:
+    """What the run resumes from, None when it has finished; read again once its writer lock is held (the
+    process that held it before may have trained rounds since the first reading)."""
+    if cfg.force:
+        return Resume()
+    return None if rundir.is_done(run_dir) else read_resume(run_dir)
 
 
 def final_test_return(run_dir: Path) -> str:
@@ -36,13 +43,18 @@ def final_test_return(run_dir: Path) -> str:
 
 
 def start_training(cfg: DictConfig, run_dir: Path) -> dict | None:
-    """Checks the run dir, creates it, trains; says which run dir and final test return either way."""
-    resume = check_run(cfg, run_dir)
-    if resume is None:
+    """Checks the run dir, creates it, takes its writer lock (run/writer.py), trains; says which run dir and
+    final test return either way."""
+    if check_run(cfg, run_dir) is None:
         announce_finished(run_dir)
         return None
-    prepare_run(cfg, run_dir, resume)
-    summary = train(cfg, run_dir, resume)
+    with sole_writer([run_dir], cfg.runs_root):
+        resume = resume_point(cfg, run_dir)
+        if resume is None:  # finished by the writer that held the lock before
+            announce_finished(run_dir)
+            return None
+        prepare_run(cfg, run_dir, resume)
+        summary = train(cfg, run_dir, resume)
     announce_trained(run_dir, summary)
     return summary
 
