@@ -139,7 +139,7 @@ class EnvConfig:
     id: str = MISSING
     make_kwargs: dict[str, Any] = field(default_factory=dict)
     # The collection (training) env's make kwargs, in place of make_kwargs (which evaluation keeps); empty:
-    # the same env. The authors' generic standard-training script made the id's defaults (issue 42, lead 1).
+    # the same env. The authors' generic standard-training script made the id's defaults (fidelity_leads.py, lead 1).
     # Not optional: OmegaConf cannot merge a mapping into a null one (Hydra's key={...} override).
     train_make_kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: list[str] = field(default_factory=list)

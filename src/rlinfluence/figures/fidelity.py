@@ -177,7 +177,7 @@ def se_per_seed(
 
 @dataclass(frozen=True)
 class ReportedSpreads:
-    """What a paper might have reported as SE_ave's "±" (issue 42: the paper's LunarLander 26.0 ± 1.8 against
+    """What a paper might have reported as SE_ave's "±" (the paper's LunarLander 26.0 ± 1.8 against
     19.6, the std over seeds its own code gives here). A question about reporting, not a result."""
 
     per_seed_mean: float  # mean over seeds of each seed's SE_ave (our tables' headline)

@@ -1,4 +1,4 @@
-"""Fidelity, the last leads (issue 42): each untested explanation of the gap to the paper, scored beside what it
+"""Fidelity, the last leads: each untested explanation of the gap to the paper, scored beside what it
 would change, one section per lead.
 
 - Lead 1 (`+experiment=fidelity_train_env`): standard PPO collected on the env the authors' generic training script

@@ -1,4 +1,4 @@
-"""Beyond the paper (issue 46): a benchmark of rollout filters under one protocol. Every filter is a selection rule
+"""Beyond the paper: a benchmark of rollout filters under one protocol. Every filter is a selection rule
 over the same round's records (selection.py): IIF, random at the env's p and at 25 %, gradient consensus (scores
 against the round's own mean PPO-loss gradient), and IIF and consensus dropping whole episodes.
 

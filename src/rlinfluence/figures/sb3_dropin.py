@@ -20,7 +20,8 @@ from rlinfluence.figures.runs import SB3_EXPERIMENT
 from rlinfluence.run.identity import CLEAN
 
 SB3 = SB3_EXPERIMENT  # experiment and protocol of paper_figures/data/sb3.csv
-# The protocol of its runs without gradient clipping (max_grad_norm = inf, as the authors' patched SB3; issue 42)
+# The protocol of its runs without gradient clipping (max_grad_norm = inf, as the authors' patched SB3;
+# fidelity_leads.py, lead 3)
 SB3_NO_CLIPPING = "sb3-noclip"
 SB3_ENVS = ("frozenlake", "lunarlander")
 

@@ -1,0 +1,230 @@
+"""The numbers the README and the results pages quote, recomputed from the committed tidy rows
+(paper_figures/data/*.csv): the filter comparison (P(> standard) per env and over all envs, random 25 %'s kept
+share, consensus against IIF and its exact p, DoorKey's final returns) and the Fig. 6a claims on FrozenLake and
+Acrobot. Each test reads the number from the page's text and computes it from the CSVs, so a page that drifts
+from the committed rows, or rows that change under a page, fail here. tests/cli/test_first_use.py checks the same
+pages against the rendered tables (paper_figures/*.md); this checks them against the data."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats
+
+from rlinfluence.config.paths import CONFIG_DIR, REPO_ROOT
+from rlinfluence.metrics import probability_of_improvement_ci
+
+DATA = REPO_ROOT / "paper_figures" / "data"
+README = (REPO_ROOT / "README.md").read_text()
+GLANCE = (REPO_ROOT / "docs" / "results" / "index.md").read_text()
+WHEN = (REPO_ROOT / "docs" / "library" / "when-iif-helps.md").read_text()
+WHICH_FILTER = GLANCE.split("## Which filter?")[1].split("\n## ")[0]
+ENVS = {"FrozenLake": "frozenlake", "Acrobot": "acrobot", "MiniGrid": "minigrid", "LunarLander": "lunarlander"}
+ENVS |= {"DoorKey-5x5": "doorkey"}
+# The table's column: the arm's method_tag, {p} the env's own p.
+ARMS = {
+    "IIF": "iif-p{p}",
+    "Random": "random-p{p}",
+    "Random 25 %": "random-p25",
+    "Consensus": "consensus-p{p}",
+    "IIF, episodes": "iif-ep-p{p}",
+    "Consensus, episodes": "consensus-ep-p{p}",
+}
+MINUS = str.maketrans({"−": "-"})
+
+
+def _overlay_seeds(experiment: str) -> list[int]:
+    """The seeds an experiment overlay sweeps (conf/experiment/<name>.yaml, hydra.sweeper.params.seed)."""
+    overlay = yaml.safe_load((Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml").read_text())
+    sweep = str(overlay["hydra"]["sweeper"]["params"]["seed"])
+    ranged = re.fullmatch(r"range\((\d+),\s*(\d+)\)", sweep)
+    return list(range(int(ranged[1]), int(ranged[2]))) if ranged else [int(seed) for seed in sweep.split(",")]
+
+
+def _number(text: str) -> float:
+    return float(text.translate(MINUS))
+
+
+@pytest.fixture(scope="module")
+def main_rows() -> pd.DataFrame:
+    """The main comparison's clean-protocol rows of its overlay's seeds (Fig. 6a, and the filters' baselines)."""
+    rows = pd.read_csv(DATA / "main.csv")
+    return rows[
+        (rows["experiment"] == "main") & (rows["protocol"] == "clean") & rows["seed"].isin(_overlay_seeds("main"))
+    ]
+
+
+@pytest.fixture(scope="module")
+def filter_rows(main_rows) -> dict[str, pd.DataFrame]:
+    """Per env, every arm of the filter comparison: the filters' own rows beside the main comparison's standard PPO,
+    IIF and random on the same seeds (DoorKey has all its arms in filters.csv)."""
+    filters = pd.read_csv(DATA / "filters.csv")
+    per_env = {}
+    for env in ENVS.values():
+        own = filters[filters["env"] == env]
+        seeds = sorted(own["seed"].unique())
+        baselines = main_rows[(main_rows["env"] == env) & main_rows["seed"].isin(seeds)]
+        per_env[env] = pd.concat([own, baselines[~baselines["method_tag"].isin(own["method_tag"].unique())]])
+    return per_env
+
+
+def _env_p(rows: pd.DataFrame) -> str:
+    [tag] = [tag for tag in rows["method_tag"].unique() if re.fullmatch(r"iif-p[\d.]+", tag)]
+    return tag.removeprefix("iif-p")
+
+
+def _areas(rows: pd.DataFrame, tag: str) -> np.ndarray:
+    """Per seed (in seed order), the mean test return over the evaluated rounds after round 0: the area under the
+    curve that P(> standard) compares."""
+    run = rows[(rows["method_tag"] == tag) & (rows["round"] >= 1)].dropna(subset=["test_return"])
+    assert not run.duplicated(["seed", "round"]).any(), tag  # one run per seed
+    return run.groupby("seed")["test_return"].mean().sort_index().to_numpy()
+
+
+def _p_greater(x: np.ndarray, y: np.ndarray) -> float:
+    """P(X > Y), ties ½: the share of (x_i, y_j) pairs."""
+    return float((x[:, None] > y[None, :]).mean() + 0.5 * (x[:, None] == y[None, :]).mean())
+
+
+def _arm_areas(filter_rows, env: str, column: str) -> np.ndarray:
+    rows = filter_rows[env]
+    return _areas(rows, ARMS[column].format(p=_env_p(rows)))
+
+
+def _p_vs_standard(filter_rows, env: str, column: str) -> float:
+    return _p_greater(_arm_areas(filter_rows, env, column), _areas(filter_rows[env], "ppo"))
+
+
+def _quoted_table() -> dict[tuple[str, str], str]:
+    header, _, *rows = [line for line in WHICH_FILTER.splitlines() if line.startswith("|")]
+    columns = [cell.strip() for cell in header.strip("|").split("|")][1:]
+    quoted = {}
+    for row in rows:
+        env, *cells = [cell.strip() for cell in row.strip("|").split("|")]
+        quoted |= {(env, column): cell for column, cell in zip(columns, cells, strict=True)}
+    return quoted
+
+
+def test_the_which_filter_table_is_recomputed_from_the_committed_rows(filter_rows):
+    quoted = _quoted_table()
+    assert {env for env, _ in quoted} == {*ENVS, "All envs"} and {column for _, column in quoted} == set(ARMS)
+    for (env, column), cell in quoted.items():
+        if env != "All envs":
+            assert cell == f"{_p_vs_standard(filter_rows, ENVS[env], column):.2f}", (env, column)
+            continue
+        pairs = [(_arm_areas(filter_rows, e, column), _areas(filter_rows[e], "ppo")) for e in ENVS.values()]
+        mean = np.mean([_p_greater(x, y) for x, y in pairs])
+        ci = probability_of_improvement_ci(pairs)  # the stratified bootstrap the leaderboard draws
+        assert np.isclose(ci.mean, mean)
+        assert cell == f"{mean:.2f} [{ci.low:.2f}, {ci.high:.2f}]", column
+
+
+def test_random_25_keeps_the_share_of_records_the_page_says(filter_rows):
+    low, high = re.search(r"keeps (\d+\.\d)–(\d+\.\d) % of the records", WHICH_FILTER).groups()
+    kept = []
+    for rows in filter_rows.values():
+        trained = rows[(rows["method_tag"] == "random-p25") & (rows["round"] >= 1)]
+        per_seed = trained.groupby("seed")[["n_kept", "n_records"]].sum()
+        kept.append(100 * (per_seed["n_kept"] / per_seed["n_records"]).mean())
+    assert (low, high) == (f"{min(kept):.1f}", f"{max(kept):.1f}")
+    assert max(kept) < 100 - 10  # it drops a quarter of the negatives' count, far fewer than 25 % of the records
+
+
+@pytest.mark.parametrize("page", ["results/index.md", "library/when-iif-helps.md"])
+def test_consensus_against_iif_is_quoted_with_its_exact_p(filter_rows, page):
+    text = " ".join((REPO_ROOT / "docs" / page).read_text().split())
+    [p] = set(re.findall(r"exact p = (0\.\d{3})", text))
+    for env in ("acrobot", "lunarlander"):
+        consensus, iif = (_arm_areas(filter_rows, env, column) for column in ("Consensus", "IIF"))
+        exact = stats.mannwhitneyu(consensus, iif, alternative="two-sided", method="exact").pvalue
+        assert p == f"{exact:.3f}", env
+        assert exact > 0.05  # "suggestive, not decided": the page must not call it a win
+    leads = re.search(
+        r"consensus leads on Acrobot \((\d\.\d\d) against (\d\.\d\d)\) and IIF on LunarLander \((\d\.\d\d) against "
+        r"(\d\.\d\d)\)",
+        text,
+    )
+    if leads:  # the results page gives the P(> standard) behind each lead
+        acrobot = [_p_vs_standard(filter_rows, "acrobot", column) for column in ("Consensus", "IIF")]
+        lunarlander = [_p_vs_standard(filter_rows, "lunarlander", column) for column in ("IIF", "Consensus")]
+        assert list(leads.groups()) == [f"{value:.2f}" for value in acrobot + lunarlander]
+        assert acrobot[0] > acrobot[1] and lunarlander[0] > lunarlander[1]
+
+
+def test_when_iif_helps_quotes_consensus_and_iif_over_all_envs(filter_rows):
+    text = " ".join(WHEN.split())
+    quoted = re.search(
+        r"not worse than IIF over all envs \((\d\.\d\d \[[\d., ]+\]) against (\d\.\d\d \[[\d., ]+\])\)", text
+    )
+    for cell, column in zip(quoted.groups(), ("Consensus", "IIF"), strict=True):
+        pairs = [(_arm_areas(filter_rows, e, column), _areas(filter_rows[e], "ppo")) for e in ENVS.values()]
+        ci = probability_of_improvement_ci(pairs)
+        assert cell == f"{ci.mean:.2f} [{ci.low:.2f}, {ci.high:.2f}]", column
+
+
+def _final(rows: pd.DataFrame, tag: str) -> pd.Series:
+    """Per seed, the last evaluated round's test return."""
+    run = rows[rows["method_tag"] == tag].dropna(subset=["test_return"]).sort_values("round")
+    return run.groupby("seed")["test_return"].last()
+
+
+def test_doorkeys_median_final_returns_are_the_committed_ones(filter_rows):
+    iif, standard, rounds = re.search(
+        r"median final return (\d\.\d\d) against (\d\.\d\d) after (\d+) rounds", " ".join(WHICH_FILTER.split())
+    ).groups()
+    rows = filter_rows["doorkey"]
+    assert iif == f"{_final(rows, 'iif-p' + _env_p(rows)).median():.2f}"
+    assert standard == f"{_final(rows, 'ppo').median():.2f}"
+    assert int(rounds) == rows["round"].max()
+
+
+def _mean_curves(main_rows: pd.DataFrame, env: str) -> pd.DataFrame:
+    """IIF's and standard PPO's mean test return per round over Fig. 6a's seeds (columns iif, ppo)."""
+    rows = main_rows[main_rows["env"] == env]
+    iif = "iif-p" + _env_p(rows)
+    arms = rows[rows["method_tag"].isin([iif, "ppo"])]
+    assert not arms.duplicated(["method_tag", "seed", "round"]).any()  # one run per arm and seed
+    curves = arms.pivot_table("test_return", "round", "method_tag", "mean")
+    return curves.rename(columns={iif: "iif"})
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/library/when-iif-helps.md"])
+def test_acrobots_iif_trails_standard_ppo_at_every_round_the_page_says(main_rows, page):
+    text = " ".join((REPO_ROOT / page).read_text().split())
+    first, last = map(int, re.search(r"trails standard PPO's at every round from (\d+) to (\d+)", text).groups())
+    curves = _mean_curves(main_rows, "acrobot")
+    trailing = curves.index[curves["iif"] < curves["ppo"]]
+    assert list(trailing) == list(range(first, last + 1))  # every round it trails, and no other
+
+
+def test_the_readmes_fig6a_reading_is_the_committed_curves(main_rows):
+    text = " ".join(README.split("## Results at a glance")[1].split("\n## ")[0].split())
+    # Acrobot: level at the last round.
+    level_round, iif, standard = re.search(r"level at round (\d+) \(([−\d.]+) against ([−\d.]+)\)", text).groups()
+    acrobot = _mean_curves(main_rows, "acrobot")
+    assert int(level_round) == acrobot.index.max()
+    assert (_number(iif), _number(standard)) == tuple(acrobot.loc[int(level_round), ["iif", "ppo"]].round(1))
+    # FrozenLake: IIF's mean below standard PPO's at the last round, one seed collapsed, the others near 1.
+    iif, standard, last = re.search(r"FrozenLake, (\d\.\d\d) against (\d\.\d\d) at round (\d+)", text).groups()
+    frozenlake = _mean_curves(main_rows, "frozenlake")
+    assert int(last) == frozenlake.index.max()
+    assert (iif, standard) == tuple(f"{value:.2f}" for value in frozenlake.loc[int(last), ["iif", "ppo"]])
+    collapsed, low, high = re.search(
+        r"one seed of (\w+) collapses to a return of 0 \(the other \w+ reach (\d\.\d+)–(\d\.\d+)\)", text
+    ).groups()
+    rows = main_rows[main_rows["env"] == "frozenlake"]
+    final = rows[(rows["method_tag"] == "iif-p" + _env_p(rows)) & (rows["round"] == int(last))]["test_return"]
+    assert {"five": 5}.get(collapsed) == len(final) and (final == 0).sum() == 1
+    assert (low, high) == (f"{final[final > 0].min():.3f}", f"{final[final > 0].max():.3f}")
+
+
+def test_the_docs_home_page_starts_with_the_readmes_command():
+    first_command = re.compile(r"```bash\n(.+?)\n```", re.S)
+    home = (REPO_ROOT / "docs" / "README.md").read_text()
+    assert first_command.search(home)[1] == first_command.search(README)[1]
+    assert '".[repro]"' in first_command.search(home)[1]  # a bare `pip install -e .` has no hydra: the CLI exits 2
