@@ -156,6 +156,11 @@ def test_a_broken_seeds_refusal_names_that_seeds_own_restart(tmp_path):
         ),
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
+        (
+            ["protocol=paper"],
+            "engine=stacked runs influence.normalization=buffer only; this command has influence.normalization=chunk "
+            "(protocol=paper sets it: the authors' protocol runs on engine=default)",
+        ),
     ],
 )
 def test_what_the_stacked_engine_cannot_run_is_refused_in_one_line(overrides, message):

@@ -97,8 +97,12 @@ def offline_wandb(tmp_path, monkeypatch):
     return ["logger=wandb", "logger.mode=offline", "logger.tags=[stacked]"]
 
 
-def test_each_stacked_seed_is_a_wandb_run_of_its_own(tmp_path, offline_wandb):
+def test_each_stacked_seed_is_a_wandb_run_of_its_own(tmp_path, offline_wandb, capfd):
     run_task(tiny(tmp_path / "wandb", "engine=stacked", "env.rounds=1", "seeds=[0,1]", *offline_wandb))
+    # one line of ours per seed on the console, none of W&B's own (~36 a run), whose console capture is off
+    said = [line for line in capfd.readouterr().err.splitlines() if "W&B" in line or line.startswith("wandb")]
+    assert len(said) == 2 and all(line.startswith("rlinfluence: W&B run ") for line in said), said
+    assert not list((tmp_path / "wandb").rglob("output.log"))
     run_task(tiny(tmp_path / "no-wandb", "engine=stacked", "env.rounds=1", "seeds=[0,1]", "logger=disabled"))
     seen = []
     for seed in (0, 1):
@@ -106,6 +110,7 @@ def test_each_stacked_seed_is_a_wandb_run_of_its_own(tmp_path, offline_wandb):
         [run] = offline_runs(path)
         rows = metrics_rows(path)
         assert run["config"]["seed"] == seed and run["config"]["engine"] == "stacked"
+        assert "seeds" not in run["config"]  # the block it trained in is not the seed's setting
         assert run["name"].endswith(f"-seed{seed}") and run["tags"] == ["stacked"]
         assert run["group"] == "default/frozenlake"
         # its own rounds' metrics, as its metrics.csv has them

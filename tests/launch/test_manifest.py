@@ -208,6 +208,20 @@ def test_sbatch_options_come_from_the_slurm_launcher_config():
     )
     for expected in ("--partition=gpu", "--account=proj", "--time=90", "--mem=2G", "--cpus-per-task=1", "--requeue"):
         assert expected in options
+    # a task that trains a block of seeds gets a run's time for each of them
+    assert "--time=900" in slurm.sbatch_options(overrides=["hydra.launcher.timeout_min=90"], seeds_per_task=10)
+
+
+def test_submitting_seed_blocks_scales_the_time_and_counts_one_task(tmp_path, monkeypatch, fake_slurm, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "block.txt"
+    seeds = [Path(f"runs/t/seed{seed}") for seed in range(10)]
+    Manifest([Run(["engine=stacked", "seeds=[0,1,2,3,4,5,6,7,8,9]"], seeds)], {"workdir": str(tmp_path)}).write(path)
+    assert slurm.main(["submit", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: 10 runs in 1 task: 0 done" in out
+    assert "--time is launcher=slurm's timeout_min times 10, the seeds of its largest task" in out
+    assert "--time=2400" in fake_slurm()[0]["args"]  # timeout_min=240 a run
 
 
 # ----------------------------------------------------------------------------- skip-if-done and submission

@@ -49,6 +49,8 @@ STACKED_ONLY = (
     ("corruption.fraction", 0.0),
     ("device", "cpu"),
 )
+# Where a preset sets one of them, the refusal names the preset the user chose, not only the key it set.
+SET_BY = {"influence.normalization": "protocol=paper sets it: the authors' protocol runs on engine=default"}
 
 
 def seed_list(cfg: DictConfig) -> list[int]:
@@ -70,7 +72,8 @@ def check_engine(cfg: DictConfig) -> None:
     )
     for key, value in STACKED_ONLY:
         actual = OmegaConf.select(cfg, key)
-        require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}")
+        set_by = f" ({SET_BY[key]})" if key in SET_BY else ""
+        require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}{set_by}")
     kind = cfg.env.network.kind
     require(
         kind in STACKED_NETWORKS,

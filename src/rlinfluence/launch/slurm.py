@@ -93,10 +93,15 @@ def queued_runs(manifest_path: Path) -> dict[int, str]:
 
 
 def sbatch_options(
-    config_dir: Path = DEFAULT_CONFIG_DIR, config_name: str = CONFIG_NAME, overrides: Sequence[str] = ()
+    config_dir: Path = DEFAULT_CONFIG_DIR,
+    config_name: str = CONFIG_NAME,
+    overrides: Sequence[str] = (),
+    seeds_per_task: int = 1,
 ) -> list[str]:
     """sbatch options from ``launcher=slurm``'s config (partition, account, time, memory...),
-    so that both SLURM paths share one set of site settings."""
+    so that both SLURM paths share one set of site settings. `timeout_min` is a run's time: a task that trains
+    a block of `seeds_per_task` seeds gets that many times it, what its seeds would take one after another (a
+    stacked block takes less, by how much depends on the env; a task that runs out is requeued and resumes)."""
     from omegaconf import OmegaConf
 
     with Composer(config_dir, config_name) as composer:
@@ -115,7 +120,7 @@ def sbatch_options(
     }
     options = [f"--{flag}={launcher[key]}" for key, flag in flags.items() if launcher.get(key) is not None]
     if launcher.get("timeout_min") is not None:
-        options.append(f"--time={launcher['timeout_min']}")
+        options.append(f"--time={launcher['timeout_min'] * seeds_per_task}")
     if launcher.get("mem_gb") is not None:
         options.append(f"--mem={launcher['mem_gb']}G")
     for key, value in (launcher.get("additional_parameters") or {}).items():
@@ -222,9 +227,13 @@ def _workdir(args: argparse.Namespace, manifest: Manifest) -> Path:
     return Path(args.workdir or manifest.workdir or os.getcwd()).resolve()
 
 
+def in_tasks(count: int) -> str:
+    return f" in {count} task{'' if count == 1 else 's'}"
+
+
 def _summary(path: Path, manifest: Manifest, state: Progress) -> str:
     """The runs done, queued or running, and to do; with seed blocks, counted seed by seed, and the tasks."""
-    tasks = "" if state.runs == len(manifest.runs) else f" in {len(manifest.runs)} tasks"
+    tasks = "" if state.runs == len(manifest.runs) else in_tasks(len(manifest.runs))
     return (
         f"{path}: {state.runs} runs{tasks}: {sum(state.finished)} done, {state.runs_of(state.queued)} queued or "
         f"running, {state.runs_of(state.todo)} to do"
@@ -256,7 +265,7 @@ def _cmd_make(args: argparse.Namespace) -> int:
             f"{args.output} exists and lists other runs; --force replaces it",
         )
     manifest.write(args.output)
-    tasks = f" in {manifest.header['tasks']} tasks" if "tasks" in manifest.header else ""
+    tasks = in_tasks(int(manifest.header["tasks"])) if "tasks" in manifest.header else ""
     print(f"{args.output}: {manifest.header['runs']} runs{tasks} (commit {manifest.header['commit']})")
     return 0
 
@@ -284,7 +293,13 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             f"warning: the manifest was made at commit {manifest.commit}, the checkout is at {checkout}",
             file=sys.stderr,
         )
-    options = [] if args.no_config else sbatch_options(args.config_dir)
+    seeds_per_task = max(len(run.run_dirs) for run in manifest.runs) if manifest.runs else 1
+    options = [] if args.no_config else sbatch_options(args.config_dir, seeds_per_task=max(seeds_per_task, 1))
+    if seeds_per_task > 1 and not args.no_config:
+        print(
+            f"{args.manifest}: --time is launcher=slurm's timeout_min times {seeds_per_task}, the seeds of its "
+            "largest task (options after -- win, e.g. -- --time=600)"
+        )
     jobs = submit(
         args.manifest,
         state.todo,

@@ -105,10 +105,15 @@ LOGGER_MODES = ("offline", "online", DISABLED)  # logger.mode: wandb.init's mode
 
 
 class WandbMirror:
-    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str):
+    def __init__(self, cfg: DictConfig, run_dir: Path, run_name: str, among_seeds: bool = False):
+        """`among_seeds`: one of several seeds trained in this process (engine=stacked). Their W&B runs share the
+        process's console, so W&B's own lines (~36 a run) and its console capture (every seed's run would hold
+        the others' output) are off; each says where it is in one line of ours instead."""
         self.run = None
         if cfg.logger.mode == DISABLED:
             return
+        config = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+        config.pop("seeds", None)  # which seeds share the process is not the seed's setting (nor its identity's)
         try:
             import wandb
 
@@ -123,14 +128,20 @@ class WandbMirror:
                 # The same run dir always maps to the same W&B run id, so a resumed run continues it.
                 id=hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16],
                 resume="allow",
-                config=cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)),
+                config=config,
                 # A run object of its own, beside the process's other runs (engine=stacked: one per seed), used
                 # through self.run only: W&B's global run is never set.
                 reinit="create_new",
-                settings=wandb.Settings(init_timeout=cfg.logger.init_timeout),
+                settings=wandb.Settings(
+                    init_timeout=cfg.logger.init_timeout,
+                    **({"silent": True, "console": "off"} if among_seeds else {}),
+                ),
             )
         except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training
             self._disable(error)
+            return
+        if among_seeds:
+            print(f"rlinfluence: W&B run {self.run.id} ({cfg.logger.mode}) in {self.run.dir}", file=sys.stderr)
 
     def _disable(self, error: Exception) -> None:
         print(
@@ -166,10 +177,16 @@ class WandbMirror:
 
 class RunLogger:
     def __init__(
-        self, cfg: DictConfig, run_dir: Path, run_name: str, kept: list[dict[str, str]], columns: list[str] = COLUMNS
+        self,
+        cfg: DictConfig,
+        run_dir: Path,
+        run_name: str,
+        kept: list[dict[str, str]],
+        columns: list[str] = COLUMNS,
+        among_seeds: bool = False,
     ):
         """`kept`: the rows a resumed run keeps (`rows_to_resume`); the file restarts with them.
-        `columns`: the agent's metrics.csv columns."""
+        `columns`: the agent's metrics.csv columns. `among_seeds`: WandbMirror's."""
         self.path = run_dir / METRICS
         self.columns = columns
         with open(self.path, "w", newline="") as handle:
@@ -182,7 +199,7 @@ class RunLogger:
         self.corruption = (
             CorruptionLog(run_dir / CORRUPTION, len(kept) - 1) if plants(cfg.corruption.fraction) else None
         )
-        self.wandb = WandbMirror(cfg, run_dir, run_name)
+        self.wandb = WandbMirror(cfg, run_dir, run_name, among_seeds)
 
     def _remember(self, test_return: float) -> None:
         if not math.isnan(test_return):

@@ -141,7 +141,7 @@ def _train_seeds(runs: list[SeedRun], trainers: list[Trainer], signals: StopSign
                 print(f"rlinfluence: {resuming(run.run_dir, run.start, run.cfg)}", file=sys.stderr)
         with signals.deferred():  # each rewrites its metrics.csv with the rows it keeps
             loggers.extend(
-                RunLogger(run.cfg, run.run_dir, run_name(run.cfg), run.resume.rows, trainer.columns)
+                RunLogger(run.cfg, run.run_dir, run_name(run.cfg), run.resume.rows, trainer.columns, len(runs) > 1)
                 for run, trainer in zip(runs, trainers)
             )
         desc = f"{len(runs)} seeds stacked"
