@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from omegaconf import OmegaConf
 from scipy import stats
 
 from rlinfluence.config.paths import CONFIG_DIR, REPO_ROOT
@@ -40,10 +40,17 @@ MINUS = str.maketrans({"−": "-"})
 
 def _overlay_seeds(experiment: str) -> list[int]:
     """The seeds an experiment overlay sweeps (conf/experiment/<name>.yaml, hydra.sweeper.params.seed)."""
-    overlay = yaml.safe_load((Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml").read_text())
-    sweep = str(overlay["hydra"]["sweeper"]["params"]["seed"])
+    overlay = OmegaConf.load(Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml")
+    sweep = str(overlay.hydra.sweeper.params.seed)
     ranged = re.fullmatch(r"range\((\d+),\s*(\d+)\)", sweep)
     return list(range(int(ranged[1]), int(ranged[2]))) if ranged else [int(seed) for seed in sweep.split(",")]
+
+
+def _find(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
+    """The page's sentence that quotes a number; the test fails when the page no longer says it."""
+    found = re.search(pattern, text, flags)
+    assert found is not None, pattern
+    return found
 
 
 def _number(text: str) -> float:
@@ -103,7 +110,7 @@ def _p_vs_standard(filter_rows, env: str, column: str) -> float:
 def _quoted_table() -> dict[tuple[str, str], str]:
     header, _, *rows = [line for line in WHICH_FILTER.splitlines() if line.startswith("|")]
     columns = [cell.strip() for cell in header.strip("|").split("|")][1:]
-    quoted = {}
+    quoted: dict[tuple[str, str], str] = {}
     for row in rows:
         env, *cells = [cell.strip() for cell in row.strip("|").split("|")]
         quoted |= {(env, column): cell for column, cell in zip(columns, cells, strict=True)}
@@ -125,7 +132,7 @@ def test_the_which_filter_table_is_recomputed_from_the_committed_rows(filter_row
 
 
 def test_random_25_keeps_the_share_of_records_the_page_says(filter_rows):
-    low, high = re.search(r"keeps (\d+\.\d)–(\d+\.\d) % of the records", WHICH_FILTER).groups()
+    low, high = _find(r"keeps (\d+\.\d)–(\d+\.\d) % of the records", WHICH_FILTER).groups()
     kept = []
     for rows in filter_rows.values():
         trained = rows[(rows["method_tag"] == "random-p25") & (rows["round"] >= 1)]
@@ -144,7 +151,7 @@ def test_consensus_against_iif_is_quoted_with_its_exact_p(filter_rows, page):
         exact = stats.mannwhitneyu(consensus, iif, alternative="two-sided", method="exact").pvalue
         assert p == f"{exact:.3f}", env
         assert exact > 0.05  # "suggestive, not decided": the page must not call it a win
-    leads = re.search(
+    leads = re.search(  # on the results page only
         r"consensus leads on Acrobot \((\d\.\d\d) against (\d\.\d\d)\) and IIF on LunarLander \((\d\.\d\d) against "
         r"(\d\.\d\d)\)",
         text,
@@ -158,7 +165,7 @@ def test_consensus_against_iif_is_quoted_with_its_exact_p(filter_rows, page):
 
 def test_when_iif_helps_quotes_consensus_and_iif_over_all_envs(filter_rows):
     text = " ".join(WHEN.split())
-    quoted = re.search(
+    quoted = _find(
         r"not worse than IIF over all envs \((\d\.\d\d \[[\d., ]+\]) against (\d\.\d\d \[[\d., ]+\])\)", text
     )
     for cell, column in zip(quoted.groups(), ("Consensus", "IIF"), strict=True):
@@ -174,7 +181,7 @@ def _final(rows: pd.DataFrame, tag: str) -> pd.Series:
 
 
 def test_doorkeys_median_final_returns_are_the_committed_ones(filter_rows):
-    iif, standard, rounds = re.search(
+    iif, standard, rounds = _find(
         r"median final return (\d\.\d\d) against (\d\.\d\d) after (\d+) rounds", " ".join(WHICH_FILTER.split())
     ).groups()
     rows = filter_rows["doorkey"]
@@ -196,7 +203,7 @@ def _mean_curves(main_rows: pd.DataFrame, env: str) -> pd.DataFrame:
 @pytest.mark.parametrize("page", ["README.md", "docs/library/when-iif-helps.md"])
 def test_acrobots_iif_trails_standard_ppo_at_every_round_the_page_says(main_rows, page):
     text = " ".join((REPO_ROOT / page).read_text().split())
-    first, last = map(int, re.search(r"trails standard PPO's at every round from (\d+) to (\d+)", text).groups())
+    first, last = map(int, _find(r"trails standard PPO's at every round from (\d+) to (\d+)", text).groups())
     curves = _mean_curves(main_rows, "acrobot")
     trailing = curves.index[curves["iif"] < curves["ppo"]]
     assert list(trailing) == list(range(first, last + 1))  # every round it trails, and no other
@@ -205,16 +212,16 @@ def test_acrobots_iif_trails_standard_ppo_at_every_round_the_page_says(main_rows
 def test_the_readmes_fig6a_reading_is_the_committed_curves(main_rows):
     text = " ".join(README.split("## Results at a glance")[1].split("\n## ")[0].split())
     # Acrobot: level at the last round.
-    level_round, iif, standard = re.search(r"level at round (\d+) \(([−\d.]+) against ([−\d.]+)\)", text).groups()
+    level_round, iif, standard = _find(r"level at round (\d+) \(([−\d.]+) against ([−\d.]+)\)", text).groups()
     acrobot = _mean_curves(main_rows, "acrobot")
     assert int(level_round) == acrobot.index.max()
     assert (_number(iif), _number(standard)) == tuple(acrobot.loc[int(level_round), ["iif", "ppo"]].round(1))
     # FrozenLake: IIF's mean below standard PPO's at the last round, one seed collapsed, the others near 1.
-    iif, standard, last = re.search(r"FrozenLake, (\d\.\d\d) against (\d\.\d\d) at round (\d+)", text).groups()
+    iif, standard, last = _find(r"FrozenLake, (\d\.\d\d) against (\d\.\d\d) at round (\d+)", text).groups()
     frozenlake = _mean_curves(main_rows, "frozenlake")
     assert int(last) == frozenlake.index.max()
     assert (iif, standard) == tuple(f"{value:.2f}" for value in frozenlake.loc[int(last), ["iif", "ppo"]])
-    collapsed, low, high = re.search(
+    collapsed, low, high = _find(
         r"one seed of (\w+) collapses to a return of 0 \(the other \w+ reach (\d\.\d+)–(\d\.\d+)\)", text
     ).groups()
     rows = main_rows[main_rows["env"] == "frozenlake"]
@@ -224,7 +231,7 @@ def test_the_readmes_fig6a_reading_is_the_committed_curves(main_rows):
 
 
 def test_the_docs_home_page_starts_with_the_readmes_command():
-    first_command = re.compile(r"```bash\n(.+?)\n```", re.S)
-    home = (REPO_ROOT / "docs" / "README.md").read_text()
-    assert first_command.search(home)[1] == first_command.search(README)[1]
-    assert '".[repro]"' in first_command.search(home)[1]  # a bare `pip install -e .` has no hydra: the CLI exits 2
+    first_command = r"```bash\n(.+?)\n```"
+    home = _find(first_command, (REPO_ROOT / "docs" / "README.md").read_text(), re.S)[1]
+    assert home == _find(first_command, README, re.S)[1]
+    assert '".[repro]"' in home  # a bare `pip install -e .` has no hydra: the CLI exits 2

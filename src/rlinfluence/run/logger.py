@@ -134,7 +134,8 @@ class WandbMirror:
                 reinit="create_new",
                 settings=wandb.Settings(
                     init_timeout=cfg.logger.init_timeout,
-                    **({"silent": True, "console": "off"} if among_seeds else {}),
+                    silent=among_seeds,
+                    console="off" if among_seeds else "auto",  # "auto": W&B's default
                 ),
             )
         except Exception as error:  # noqa: BLE001 - any W&B failure must not stop training
