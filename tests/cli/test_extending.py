@@ -80,6 +80,18 @@ def test_a_method_defined_outside_src_trains_two_rounds_through_the_cli(tmp_path
     assert (runs / "default" / "figures" / "frozenlake_curves.png").exists()
 
 
+def test_a_method_defined_outside_src_runs_on_the_stacked_engine_as_alone(tmp_path, monkeypatch, drop_last):
+    """Nothing engine-specific in the recipe: the same method trains a stacked set, each seed as it does alone."""
+    runs = tmp_path / "runs"
+    settings = ("debug=smoke", "method=drop_last", "engine=stacked", drop_last)
+    run_cli(monkeypatch, *settings, "seeds=[0,1]", f"runs_root={runs / 'set'}")
+    run_cli(monkeypatch, *settings, "seeds=[1]", f"runs_root={runs / 'alone'}")
+    [among] = (runs / "set").rglob("seed1")
+    [alone] = (runs / "alone").rglob("seed1")
+    assert metrics_rows(among, timings=False) == metrics_rows(alone, timings=False)
+    assert [row["round"] for row in metrics_rows(alone)] == ["0", "1", "2"]
+
+
 def test_the_new_method_s_settings_are_checked_and_hashed_like_the_shipped_ones(
     tmp_path, monkeypatch, drop_last, capsys
 ):

@@ -1,19 +1,26 @@
-"""A run: its rounds in order (round.py runs each), written as they end (metrics.csv row, checkpoint,
-summary.json; all of a round's or none), resumable from its last checkpoint, stopped cleanly by a signal."""
+"""The run loop: a process's runs (one, or engine=stacked's seeds of a set) round by round, each round's due runs
+advanced together by their engine (`RoundEngine`: round.py one by one, or batch/engine.py all seeds at once),
+each run's round written as it ends (metrics.csv row, checkpoint, summary.json; all of a round's or none),
+resumable from its last checkpoint, stopped cleanly by a signal."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from rlinfluence.batch.engine import STACKED, stacked_round
+from rlinfluence.batch.evaluation import stacked_initial_rows
+from rlinfluence.control.trainer import Trainer
 from rlinfluence.kernels import unavailable_line
 from rlinfluence.round import Agent, initial_row, run_round
 from rlinfluence.run.agents import make_agent
@@ -95,24 +102,75 @@ def read_resume(run_dir: Path) -> Resume:
     return Resume(checkpoint, rows_to_resume(run_dir / METRICS, int(checkpoint["round"])))
 
 
+@dataclass
+class SeedRun:
+    """One run a process trains: its config, run dir and what it resumes from."""
+
+    cfg: DictConfig
+    run_dir: Path
+    resume: Resume
+
+    @property
+    def start(self) -> int:
+        """The first round this process trains of the run."""
+        return self.resume.next_round
+
+
+@dataclass(frozen=True)
+class RoundEngine:
+    """How an engine makes a run's agent and advances the runs that are due together: round 0's rows (the initial
+    policy evaluated) and round k's rows, one per run, in the runs' order."""
+
+    make: Callable[[DictConfig], Agent]
+    initial_rows: Callable[[list[Any]], list[dict[str, Any]]]
+    round_rows: Callable[[list[Any], int], list[dict[str, Any]]]
+
+
+# engine=default: each run's agent (run/agents.py) advanced on its own by round.py.
+ONE_BY_ONE = RoundEngine(
+    make=make_agent,
+    initial_rows=lambda agents: [initial_row(agent) for agent in agents],
+    round_rows=lambda agents, k: [run_round(agent, k) for agent in agents],
+)
+# engine=stacked: the seeds' Trainers advanced together, each stage once for all of them (batch/engine.py).
+STACKED_ROUNDS = RoundEngine(make=Trainer, initial_rows=stacked_initial_rows, round_rows=stacked_round)
+
+
+def round_engine(cfg: DictConfig) -> RoundEngine:
+    """The engine a run was made by advances it, alone or among other seeds: a stacked seed replays as its set
+    made it (task=replay)."""
+    return STACKED_ROUNDS if cfg.engine == STACKED else ONE_BY_ONE
+
+
 def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None = None) -> dict[str, Any]:
     """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
-    (run/agents.py); returns its summary. `last_round` < env.rounds stops it there, unfinished (task=replay)."""
-    torch.set_num_threads(cfg.torch_threads)
+    (run/agents.py) on its engine; returns its summary. `last_round` < env.rounds stops it there, unfinished
+    (task=replay)."""
+    [summary] = train_runs([SeedRun(cfg, run_dir, resume)], last_round)
+    return summary
+
+
+def train_runs(runs: list[SeedRun], last_round: int | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) the runs in their existing run dirs, round by round, each round's due runs advanced together
+    by their engine (engine=stacked: every seed of a set; a seed that resumes ahead of the others waits until its
+    round is due); their summaries. The runs share every setting but the seed."""
+    first = runs[0].cfg
+    engine = round_engine(first)
+    torch.set_num_threads(first.torch_threads)
     if (unpinned := unavailable_line()) is not None:  # the kernels its summary.json records are this CPU's own
         print(f"rlinfluence: {unpinned}", file=sys.stderr)
-    start = resume.next_round
+    agents: list[Agent] = []
     with StopSignals().installed() as signals:
         try:
-            trainer = make_agent(cfg)
-        except Interrupted as stop:
-            raise interrupted(stop, start, cfg) from None
-        try:
-            return _train_rounds(
-                cfg, run_dir, resume, trainer, start, signals, cfg.env.rounds if last_round is None else last_round
-            )
+            try:
+                agents.extend(engine.make(run.cfg) for run in runs)
+            except Interrupted as stop:
+                raise interrupted(stop, min(run.start for run in runs), first) from None
+            last = first.env.rounds if last_round is None else last_round
+            return _train_rounds(runs, agents, engine, signals, last)
         finally:
-            trainer.close()
+            for agent in agents:
+                agent.close()
 
 
 def _rounds_done(k: int) -> str:
@@ -162,41 +220,58 @@ def write_end(cfg: DictConfig, run_dir: Path, logger: RunLogger, last_round: int
 
 
 def _train_rounds(
-    cfg: DictConfig, run_dir: Path, resume: Resume, trainer: Agent, start: int, signals: StopSignals, last_round: int
-) -> dict[str, Any]:
-    name = run_name(cfg)
-    in_round, logger, exit_code, summary = start, None, 1, None  # in_round: the round an interrupt stops
-    processes = run_processes(run_dir, resume, cfg.device)
+    runs: list[SeedRun], agents: list[Agent], engine: RoundEngine, signals: StopSignals, last_round: int
+) -> list[dict[str, Any]]:
+    first = runs[0].cfg
+    loggers: list[RunLogger] = []
+    processes = [run_processes(run.run_dir, run.resume, run.cfg.device) for run in runs]
+    in_round = start = min(run.start for run in runs)  # in_round: the round an interrupt stops
+    summaries: list[dict[str, Any]] = []
+    exit_code = 1
     try:
-        if resume.checkpoint:
-            trainer.load_state_dict(resume.checkpoint)
-            print(f"rlinfluence: {resuming(run_dir, start, cfg)}", file=sys.stderr)
-        with signals.deferred():  # it rewrites metrics.csv with the rows it keeps
-            logger = RunLogger(cfg, run_dir, name, resume.rows, trainer.columns)
+        for run, agent in zip(runs, agents):
+            if run.resume.checkpoint:
+                agent.load_state_dict(run.resume.checkpoint)
+                print(f"rlinfluence: {resuming(run.run_dir, run.start, run.cfg)}", file=sys.stderr)
+        with signals.deferred():  # each rewrites its metrics.csv with the rows it keeps
+            loggers.extend(
+                RunLogger(run.cfg, run.run_dir, run_name(run.cfg), run.resume.rows, agent.columns, len(runs) > 1)
+                for run, agent in zip(runs, agents)
+            )
         # The bar starts after W&B has started: its first line would otherwise follow the bar's, on the bar's line.
+        desc = run_name(first) if len(runs) == 1 else f"{len(runs)} seeds stacked"
         with tqdm(
             range(start, last_round + 1),
-            desc=name,
+            desc=desc,
             initial=start,
-            total=cfg.env.rounds + 1,
-            disable=not cfg.progress,
+            total=first.env.rounds + 1,
+            disable=not first.progress,
             unit="round",
         ) as progress:
             for k in progress:
-                row = initial_row(trainer) if k == 0 else run_round(trainer, k)
-                with signals.deferred():  # a round's row, checkpoint and summary: all of them or none
-                    write_round(cfg, run_dir, logger, trainer, k, row, processes)
+                due = [i for i, run in enumerate(runs) if run.start <= k]
+                due_agents = [agents[i] for i in due]
+                rows = engine.initial_rows(due_agents) if k == 0 else engine.round_rows(due_agents, k)
+                with signals.deferred():  # each run's row, checkpoint and summary: all of them or none
+                    for i, row in zip(due, rows):
+                        write_round(runs[i].cfg, runs[i].run_dir, loggers[i], agents[i], k, row, processes[i])
                     in_round = k + 1  # a signal held back during these writes stops the next round
-                progress.set_postfix(test_return=f"{row['test_return']:.3g}", kept=f"{row['kept_fraction']:.2f}")
+                progress.set_postfix(
+                    test_return=f"{np.mean([row['test_return'] for row in rows]):.3g}",
+                    kept=f"{np.mean([row['kept_fraction'] for row in rows]):.2f}",
+                )
         with signals.deferred():
-            summary = write_end(cfg, run_dir, logger, last_round, processes)
+            summaries = [
+                write_end(run.cfg, run.run_dir, logger, last_round, run_processes_)
+                for run, logger, run_processes_ in zip(runs, loggers, processes)
+            ]
         exit_code = 0
-        return summary
+        return summaries
     except Interrupted as stop:
-        if summary is None:
-            raise interrupted(stop, in_round, cfg) from None
-        exit_code = 0  # the signal came during the last writes: the run has finished
-        return summary
+        if len(summaries) == len(runs):
+            exit_code = 0  # the signal came during the last writes: the runs have finished
+            return summaries
+        raise interrupted(stop, in_round, first) from None
     finally:
-        if logger is not None:
-            logger.finish(summary, exit_code)
+        for i, logger in enumerate(loggers):
+            logger.finish(summaries[i] if i < len(summaries) else None, exit_code)

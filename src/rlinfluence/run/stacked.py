@@ -6,24 +6,16 @@ seeds behind run their rounds alone (in a smaller stack) until the others' round
 from __future__ import annotations
 
 import copy
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 
-from rlinfluence.batch.engine import STACKED, seed_list, stacked_round
-from rlinfluence.batch.evaluation import stacked_initial_rows
-from rlinfluence.control.trainer import Trainer
+from rlinfluence.batch.engine import STACKED, seed_list
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import RESTART, RunDirError
-from rlinfluence.run.interrupts import Interrupted, StopSignals
 from rlinfluence.run.lifecycle import announce_finished, announce_trained, check_run, prepare_run, resume_point
-from rlinfluence.run.logger import RunLogger
-from rlinfluence.run.loop import Resume, interrupted, resuming, run_name, run_processes, write_end, write_round
+from rlinfluence.run.loop import Resume, SeedRun, train_runs
 from rlinfluence.run.writer import RunDirBusy, sole_writer
 
 
@@ -41,18 +33,6 @@ def seed_configs(cfg: DictConfig) -> list[DictConfig]:
 
 def seed_runs(cfg: DictConfig) -> list[tuple[DictConfig, Path]]:
     return [(seed_cfg, rundir.run_dir(seed_cfg)) for seed_cfg in seed_configs(cfg)]
-
-
-@dataclass
-class SeedRun:
-    cfg: DictConfig
-    run_dir: Path
-    resume: Resume
-
-    @property
-    def start(self) -> int:
-        """The first round this process trains of the seed's run."""
-        return self.resume.next_round
 
 
 def start_stacked(cfg: DictConfig) -> list[dict[str, Any]]:
@@ -104,69 +84,7 @@ def _train_locked(to_train: list[tuple[DictConfig, Path]]) -> list[dict[str, Any
         return []
     for run in runs:
         prepare_run(run.cfg, run.run_dir, run.resume)
-    summaries = train_stacked(runs)
+    summaries = train_runs(runs)
     for run, summary in zip(runs, summaries):
         announce_trained(run.run_dir, summary)
     return summaries
-
-
-def train_stacked(runs: list[SeedRun]) -> list[dict[str, Any]]:
-    """run/loop.py's `train` for seeds trained together: their summaries."""
-    first = runs[0].cfg
-    torch.set_num_threads(first.torch_threads)
-    trainers: list[Trainer] = []
-    with StopSignals().installed() as signals:
-        try:
-            try:
-                trainers.extend(Trainer(run.cfg) for run in runs)
-            except Interrupted as stop:
-                raise interrupted(stop, min(run.start for run in runs), first) from None
-            return _train_seeds(runs, trainers, signals)
-        finally:
-            for trainer in trainers:
-                trainer.close()
-
-
-def _train_seeds(runs: list[SeedRun], trainers: list[Trainer], signals: StopSignals) -> list[dict[str, Any]]:
-    first, rounds = runs[0].cfg, runs[0].cfg.env.rounds
-    loggers: list[RunLogger] = []
-    processes = [run_processes(run.run_dir, run.resume, run.cfg.device) for run in runs]
-    in_round = start = min(run.start for run in runs)
-    summaries: list[dict[str, Any]] = []
-    exit_code = 1
-    try:
-        for run, trainer in zip(runs, trainers):
-            if run.resume.checkpoint:
-                trainer.load_state_dict(run.resume.checkpoint)
-                print(f"rlinfluence: {resuming(run.run_dir, run.start, run.cfg)}", file=sys.stderr)
-        with signals.deferred():  # each rewrites its metrics.csv with the rows it keeps
-            loggers.extend(
-                RunLogger(run.cfg, run.run_dir, run_name(run.cfg), run.resume.rows, trainer.columns, len(runs) > 1)
-                for run, trainer in zip(runs, trainers)
-            )
-        desc = f"{len(runs)} seeds stacked"
-        bar = tqdm(range(start, rounds + 1), desc=desc, initial=start, total=rounds + 1, disable=not first.progress)
-        with bar as progress:
-            for k in progress:
-                due = [i for i, run in enumerate(runs) if run.start <= k]
-                due_trainers = [trainers[i] for i in due]
-                rows = stacked_initial_rows(due_trainers) if k == 0 else stacked_round(due_trainers, k)
-                with signals.deferred():  # each seed's row, checkpoint and summary: all of them or none
-                    for i, row in zip(due, rows):
-                        write_round(runs[i].cfg, runs[i].run_dir, loggers[i], trainers[i], k, row, processes[i])
-                    in_round = k + 1
-        with signals.deferred():
-            summaries = [
-                write_end(run.cfg, run.run_dir, logger, rounds, seed_processes)
-                for run, logger, seed_processes in zip(runs, loggers, processes)
-            ]
-        exit_code = 0
-        return summaries
-    except Interrupted as stop:
-        if len(summaries) == len(runs):
-            exit_code = 0  # the signal came during the last writes: the runs have finished
-            return summaries
-        raise interrupted(stop, in_round, first) from None
-    finally:
-        for i, logger in enumerate(loggers):
-            logger.finish(summaries[i] if i < len(summaries) else None, exit_code)
