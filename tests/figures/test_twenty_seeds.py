@@ -8,6 +8,7 @@ import filecmp
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -15,7 +16,7 @@ from rlinfluence import metrics
 from rlinfluence.figures import twenty_seeds
 from rlinfluence.figures.regenerate import regenerate
 from rlinfluence.figures.runs import read_tidy_csv
-from test_figures import table, write_run
+from test_figures import write_run
 
 SEEDS = 20
 NAME = "twenty_seeds_leaderboard"
@@ -57,22 +58,23 @@ def study(tmp_path_factory):
     return root, results_of(root)
 
 
-def comparisons(root):
-    sections = (root / "out" / f"{NAME}.md").read_text().split("## ")
-    assert [s.splitlines()[0] for s in sections[1:]] == ["FrozenLake: paired by seed", "FrozenLake: per arm"]
-    return sections
+def sections(root) -> dict[str, pd.DataFrame]:
+    """The written Markdown's tables by their section's heading, as strings."""
+    parts = (root / "out" / f"{NAME}.md").read_text().split("\n## ")[1:]
+    tables = {}
+    for part in parts:
+        lines = [line for line in part.splitlines() if line.startswith("|")]
+        cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+        tables[part.splitlines()[0]] = pd.DataFrame(cells[2:], columns=cells[0])
+    return tables
 
 
-def paired(root):
-    rows = table(root / "out", NAME)
-    return rows.iloc[: len(twenty_seeds.COMPARISONS)].set_index(["Method", "Against"])
+def paired(root) -> pd.DataFrame:
+    return sections(root)["FrozenLake: paired by seed"].set_index(["Method", "Against"])
 
 
-def per_arm(root):
-    rows = table(root / "out", NAME)
-    arms = rows.iloc[len(twenty_seeds.COMPARISONS) + 2 :]  # the second section's header and rule are rows here
-    arms.columns = rows.iloc[len(twenty_seeds.COMPARISONS)].tolist()
-    return arms.set_index("Method")
+def per_arm(root) -> pd.DataFrame:
+    return sections(root)["FrozenLake: per arm"].set_index("Method")
 
 
 # ---------------------------------------------------------------- the statistics
@@ -163,15 +165,20 @@ def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with
     )
     index = (root / "out" / "INDEX.md").read_text()
     assert "## Which filter? Twenty seeds (`twenty_seeds_leaderboard`)" in index
-    assert "Environments: frozenlake. Runs: `rlinfluence -m +experiment=twenty_seeds env=frozenlake engine=stacked " in index
+    assert (
+        "Environments: frozenlake. Runs: `rlinfluence -m +experiment=twenty_seeds env=frozenlake engine=stacked "
+        in index
+    )
     tidy = read_tidy_csv(root / "data" / "twenty_seeds.csv")
-    assert tidy.groupby("method_tag")["seed"].nunique().to_dict() == {arm.tag_for("frozenlake"): 20 for arm in twenty_seeds.ARMS}
+    assert tidy.groupby("method_tag")["seed"].nunique().to_dict() == {
+        arm.tag_for("frozenlake"): 20 for arm in twenty_seeds.ARMS
+    }
     assert len(tidy) == 140 * BASE.size
 
 
 def test_a_filter_better_on_every_seed_is_decided_and_identical_arms_tie(study):
     root, _ = study
-    comparisons(root)
+    assert list(sections(root)) == ["FrozenLake: paired by seed", "FrozenLake: per arm"]
     rows = paired(root)
     iif = rows.loc["IIF", "Standard PPO"]
     assert iif["Seeds"] == "20"

@@ -78,7 +78,7 @@ def _p_cell(p: float, q: float) -> str:
 
 
 def verdict(q: float, low: float, high: float, null: float, seeds: int) -> str:
-    """"decided" (with the side it falls on) when the test's q-value is below `FDR` and the CI excludes `null`;
+    """Decided (with the side it falls on) when the test's q-value is below `FDR` and the CI excludes `null`;
     else a tie at this many seeds. A NaN bound (fewer than 2 seeds) excludes nothing."""
     if q < FDR and low > null:
         return "decided: better"
@@ -160,7 +160,9 @@ def leaderboard(output: Output[StudyRuns], rows: pd.DataFrame) -> tuple[Section,
     return tuple(sections)
 
 
-_BOOTSTRAP = "95 % percentile bootstrap over seeds (scipy, 10,000 resamples, fixed seed; a point when every seed agrees)"
+_BOOTSTRAP = (
+    "95 % percentile bootstrap over seeds (scipy, 10,000 resamples, fixed seed; a point when every seed agrees)"
+)
 OUTPUTS: tuple[Output, ...] = (
     Output(
         "twenty_seeds_leaderboard",
