@@ -155,10 +155,10 @@ def test_a_question_is_decided_only_when_its_test_and_its_ci_agree(q, low, high,
 
 def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with_their_command(study):
     root, results = study
-    status, why = results[NAME]
-    assert status == "partial"
-    assert "twenty_seeds/acrobot: needs 20 seeds run by every arm, has 0 in common" in why
+    status, written = results[NAME]
+    assert status == "partial" and written.endswith(f"{NAME}.tex")
     missing = (root / "out" / "MISSING.md").read_text()
+    assert "- twenty_seeds/acrobot: needs 20 seeds run by every arm, has 0 in common" in missing
     assert (
         "`rlinfluence -m +experiment=twenty_seeds env=minigrid eval.episodes=100 optimizer=adam engine=stacked "
         "seed='range(20)'`" in missing
