@@ -304,6 +304,95 @@ def rate_ci(events: int, trials: int, confidence: float = 0.95) -> ConfidenceInt
     return ConfidenceInterval(events / trials, float(interval.low), float(interval.high), trials)
 
 
+# ---------------------------------------------------------------- paired seeds (the twenty-seed study)
+# Two arms run on the same seeds share each seed's initial policy, so a comparison pairs them by seed: x[i] and y[i]
+# are the two arms' scores on seed i. Two questions, each with its exact test and a CI: does the typical seed do
+# better (P(x > y) over seeds, Wilcoxon signed-rank), and is the expected outcome better (the mean difference,
+# sign-flip permutation test)?
+
+SIGN_FLIPS_EXACT_UP_TO = 20  # seeds: every one of the 2^n sign flips is enumerated (2^20 ≈ 1M sums)
+SIGN_FLIP_SAMPLES = 100_000  # beyond that, random sign flips drawn from a fixed seed
+
+
+def _paired(x, y) -> np.ndarray:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
+    return x - y
+
+
+def paired_superiority(x, y, confidence: float = 0.95, seed: int = 0) -> ConfidenceInterval:
+    """P(x > y) over paired seeds: the share of seeds where x is larger, a tie counting ½, with the percentile-bootstrap
+    CI of that share over seeds (`mean_band`: a point when every seed scores the same)."""
+    differences = _paired(x, y)
+    scores = (differences > 0) + 0.5 * (differences == 0)
+    low, high = mean_band(scores, confidence, seed)
+    return ConfidenceInterval(float(scores.mean()), low, high, scores.size)
+
+
+def wilcoxon_exact(differences) -> float:
+    """Two-sided exact Wilcoxon signed-rank p of paired differences (scipy, method="exact", zero_method="wilcox":
+    zero differences carry no sign and are dropped first, the exact null distribution is that of the rest; tied
+    |differences| get average ranks). 1 when every difference is zero."""
+    differences = np.asarray(differences, dtype=float)
+    if not differences.any():
+        return 1.0
+    return float(stats.wilcoxon(differences, zero_method="wilcox", method="exact").pvalue)
+
+
+def _sign_flip_sums(values: np.ndarray) -> np.ndarray:
+    """The sum of `values` under every one of the 2^n sign flips, as the outer sum of its two halves' 2^(n/2)."""
+    half = values.size // 2
+
+    def sums(part: np.ndarray) -> np.ndarray:
+        signs = 1 - 2 * ((np.arange(2**part.size)[:, None] >> np.arange(part.size)) & 1)
+        return signs @ part
+
+    return (sums(values[:half])[:, None] + sums(values[half:])[None, :]).ravel()
+
+
+def sign_flip_test(differences, seed: int = 0) -> float:
+    """Two-sided paired permutation p of the mean difference: the share of sign flips of the per-seed differences
+    whose |sum| is at least the observed one. Exact (all 2^n flips, the observed one among them) for n ≤
+    `SIGN_FLIPS_EXACT_UP_TO`; beyond that `SIGN_FLIP_SAMPLES` random flips drawn from `seed`, p = (1 + hits) /
+    (1 + flips). 1 when every difference is zero."""
+    differences = np.asarray(differences, dtype=float)
+    observed = abs(differences.sum())
+    tolerance = 1e-9 * max(1.0, float(np.abs(differences).sum()))  # a flip equal to the observed sum counts
+    if differences.size <= SIGN_FLIPS_EXACT_UP_TO:
+        return float(np.mean(np.abs(_sign_flip_sums(differences)) >= observed - tolerance))
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(SIGN_FLIP_SAMPLES, differences.size))
+    hits = int(np.count_nonzero(np.abs(signs @ differences) >= observed - tolerance))
+    return (1 + hits) / (1 + SIGN_FLIP_SAMPLES)
+
+
+class PairedComparison(NamedTuple):
+    superiority: ConfidenceInterval  # P(x > y) over seeds (`paired_superiority`)
+    wilcoxon_p: float  # its exact test (`wilcoxon_exact`)
+    difference: ConfidenceInterval  # mean(x − y) with its percentile-bootstrap CI (`mean_band`)
+    sign_flip_p: float  # its exact test (`sign_flip_test`)
+
+
+def paired_comparison(x, y, confidence: float = 0.95, seed: int = 0) -> PairedComparison:
+    """x against y paired by seed: the typical seed (P(x > y), Wilcoxon) and the expected outcome (the mean
+    difference, sign flips), each with its CI."""
+    differences = _paired(x, y)
+    low, high = mean_band(differences, confidence, seed)
+    return PairedComparison(
+        paired_superiority(x, y, confidence, seed),
+        wilcoxon_exact(differences),
+        ConfidenceInterval(float(differences.mean()), low, high, differences.size),
+        sign_flip_test(differences, seed),
+    )
+
+
+def benjamini_hochberg(p_values) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (q-values) of a family of tests (scipy's false_discovery_control):
+    a test is a discovery at false-discovery rate q when its q-value is ≤ q."""
+    p_values = np.asarray(p_values, dtype=float)
+    return stats.false_discovery_control(p_values, method="bh") if p_values.size else p_values
+
+
 # ---------------------------------------------------------------- aggregates across runs and envs
 # Agarwal et al. (2021), as the rliable package computes them; rliable itself does not import with
 # our pandas pin (its arch dependency fails), so these use scipy's bootstrap. Each env is a stratum:

@@ -23,6 +23,7 @@ from rlinfluence.figures import (
     paper,
     regenerate,
     tidy_from_runs,
+    twenty_seeds,
 )
 from rlinfluence.figures.catalogue import RUN_OUTPUTS as OUTPUTS
 from rlinfluence.figures.control_runs import Runs
@@ -126,7 +127,7 @@ TRAIN_ENV_CURVES: dict[str, list[float]] = {"frozenlake": [0, 0, 0, 0, 4], "high
 
 
 def write_every_needed_run(root: Path) -> None:
-    every_runs = [o.runs for o in OUTPUTS] + [
+    every_runs = [o.runs for o in OUTPUTS] + [twenty_seeds.STUDY_RUNS] + [
         runs
         for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS, engines.ENGINE_RUNS)
         for _, runs in sources.parts
@@ -289,6 +290,7 @@ TABLES = [
     "grpo_paper",
     "filters_leaderboard",
     "engine_equivalence",
+    "twenty_seeds_leaderboard",
 ]
 
 
@@ -323,6 +325,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "main.csv",
         "p_ablation.csv",
         "sb3.csv",
+        "twenty_seeds.csv",
     ]
     main = pd.read_csv(data_dir / "main.csv")
     # These runs recorded no hardware (their summary.json has no provenance): a CSV has no column for it.

@@ -6,8 +6,8 @@ drawn from the analyses' CSVs (section4.py), the counterfactual check's (counter
 outputs, drawn from the language-model runs' CSV (rlhf.py), the cross-env aggregates (aggregates.py)
 the fidelity comparison with the authors' released pipeline (fidelity.py), IIF dropped into stock
 stable-baselines3 PPO (sb3_dropin.py), the fidelity leads (fidelity_leads.py), planted bad data (corruption.py),
-IIF on GRPO (grpo.py), the benchmark of rollout filters (filters.py) and the stacked engine against
-today's (engines.py).
+IIF on GRPO (grpo.py), the benchmark of rollout filters (filters.py), the stacked engine against
+today's (engines.py) and the filters' twenty-seed leaderboard (twenty_seeds.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from rlinfluence.figures import (
     rlhf,
     sb3_dropin,
     section4,
+    twenty_seeds,
 )
 from rlinfluence.figures.arms import (
     ADAM_ARMS,
@@ -318,4 +319,5 @@ OUTPUTS = (
     + grpo.OUTPUTS
     + filters.OUTPUTS
     + engines.OUTPUTS
+    + twenty_seeds.OUTPUTS
 )

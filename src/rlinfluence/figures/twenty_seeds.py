@@ -1,0 +1,186 @@
+"""The twenty-seed filter leaderboard (issue 64): the seven arms of the benchmark of rollout filters (filters.py) on
+seeds 0-19 of each env, every arm on the same seeds, trained by engine=stacked under `+experiment=twenty_seeds`.
+
+Five seeds (filters.py) rank the filters but cannot say which differences are real. Here every filter meets
+standard PPO of the same seed (the same initial policy), and IIF meets consensus and random head to head, on two
+questions, each with its exact test and a CI: does the typical seed do better (P(>) over seeds, Wilcoxon signed-rank),
+and is the expected outcome better (the mean difference of the area under the curve, sign-flip permutation test)?
+A question is decided only when its test (Benjamini–Hochberg over the env's table) and its CI agree; else it is a tie
+at the study's seeds. An env is drawn once all seven arms have their 20 seeds, as every output is; the others are
+listed missing with their command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from rlinfluence import metrics
+from rlinfluence.figures import paper
+from rlinfluence.figures.aggregates import area_per_seed
+from rlinfluence.figures.arms import (
+    CONSENSUS,
+    CONSENSUS_EPISODES,
+    IIF,
+    IIF_EPISODES,
+    RANDOM,
+    RANDOM_25,
+    STANDARD,
+    Arm,
+)
+from rlinfluence.figures.control_runs import Runs
+from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
+from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, final_return
+from rlinfluence.figures.render import Section
+from rlinfluence.figures.requirements import Output
+
+STUDY_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey")
+# The random arms by what they drop: as many records as IIF at the env's p, and as many as 25 % of the round's
+# negative-influence records (filters.py's labels say only "Random" and "Random 25 %").
+RANDOM_AS_IIF = replace(RANDOM, label="Random, as many as IIF")
+RANDOM_25_OF_NEGATIVES = replace(RANDOM_25, label="Random, 25 % of negatives")
+FILTER_ARMS = (IIF, RANDOM_AS_IIF, RANDOM_25_OF_NEGATIVES, CONSENSUS, IIF_EPISODES, CONSENSUS_EPISODES)
+ARMS = (STANDARD, *FILTER_ARMS)
+COMPARISONS: tuple[tuple[Arm, Arm], ...] = (
+    *((arm, STANDARD) for arm in FILTER_ARMS),
+    (IIF, CONSENSUS),
+    (IIF, RANDOM_AS_IIF),
+)
+# The overlay's command per env (conf/experiment/twenty_seeds.yaml): the env's committed evaluation
+# (control_runs.CPU_EVALUATION), MiniGrid's optimizer, and every seed of an arm packed into one stacked process.
+STUDY_OVERRIDES = {"minigrid": "optimizer=adam"}
+FDR = 0.05  # Benjamini–Hochberg's q over an env's table
+
+
+@dataclass(frozen=True)
+class StudyRuns(Runs):
+    """The study's runs: `+experiment=twenty_seeds` per env, made by engine=stacked over the overlay's seeds."""
+
+    def command_for(self, env: str) -> str:
+        extra = f" {STUDY_OVERRIDES[env]}" if env in STUDY_OVERRIDES else ""
+        return f"{super().command_for(env)}{extra} engine=stacked seed='range({self.seeds})'"
+
+    @property
+    def command(self) -> str:
+        return " && ".join(self.command_for(env) for env in self.envs)
+
+
+STUDY_RUNS = StudyRuns("twenty_seeds", ARMS, envs_needed=STUDY_ENVS)
+
+
+def _p_cell(p: float, q: float) -> str:
+    def number(value: float) -> str:
+        return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
+
+    return f"{number(p)} (q {number(q)})"
+
+
+def verdict(q: float, low: float, high: float, null: float, seeds: int) -> str:
+    """Decided (with the side it falls on) when the test's q-value is below `FDR` and the CI excludes `null`;
+    else a tie at this many seeds. A NaN bound (fewer than 2 seeds) excludes nothing."""
+    if q < FDR and low > null:
+        return "decided: better"
+    if q < FDR and high < null:
+        return "decided: worse"
+    return f"tie at {seeds} seeds"
+
+
+def _comparison_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
+    """One row per comparison of the env, the tests' p-values adjusted together (Benjamini–Hochberg)."""
+    areas = {arm.label: area_per_seed(rows, env, arm.label) for arm in ARMS}
+    results = [metrics.paired_comparison(areas[arm.label], areas[other.label]) for arm, other in COMPARISONS]
+    q = metrics.benjamini_hochberg([p for r in results for p in (r.wilcoxon_p, r.sign_flip_p)]).reshape(-1, 2)
+    table = []
+    for (arm, other), result, (q_wilcoxon, q_flips) in zip(COMPARISONS, results, q):
+        share, difference = result.superiority, result.difference
+        table.append(
+            {
+                "Method": arm.label,
+                "Against": other.label,
+                "Seeds": str(share.n),
+                "P(>) [95 % CI]": f"{share.mean:.2f} [{share.low:.2f}, {share.high:.2f}]",
+                "Wilcoxon p (BH q)": _p_cell(result.wilcoxon_p, q_wilcoxon),
+                "Typical seed": verdict(q_wilcoxon, share.low, share.high, 0.5, share.n),
+                "Mean AUC difference [95 % CI]": f"{difference.mean:+.3f} "
+                f"[{difference.low:+.3f}, {difference.high:+.3f}]",
+                "Sign-flip p (BH q)": _p_cell(result.sign_flip_p, q_flips),
+                "Expected outcome": verdict(q_flips, difference.low, difference.high, 0.0, difference.n),
+            }
+        )
+    return table
+
+
+def failed(run: pd.DataFrame) -> bool:
+    """A failed seed: its final test return below its initial policy's (round 0)."""
+    return final_return(run) < curve(run)[0]
+
+
+def _arm_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
+    """One row per arm: its area under the curve, SE_ave against standard PPO of the same seed, and failed seeds."""
+    env_rows = rows[rows["env"] == env]
+    se = efficiency_per_seed(env_rows, FILTER_ARMS)
+    runs = {seed: by_arm(seed_runs) for seed, seed_runs in env_rows.groupby("seed", sort=True)}
+    table = []
+    for arm in ARMS:
+        areas = area_per_seed(rows, env, arm.label)
+        failures = [seed for seed, of_arm in runs.items() if failed(of_arm[arm.label])]
+        se_ave = se.loc[se["arm"] == arm.label, "SE_ave"]
+        table.append(
+            {
+                "Method": arm.label,
+                "Seeds": str(len(runs)),
+                "AUC mean ± std": pm(areas.mean(), areas.std(ddof=1), 3) if areas.size > 1 else f"{areas.mean():.3f}",
+                "SE_ave (%) mean ± std": pm_over_seeds(se_ave, 1) if arm != STANDARD else MISSING_CELL,
+                "SE_ave (%) median": f"{np.nanmedian(se_ave):.1f}" if se_ave.notna().any() else MISSING_CELL,
+                "Failed / seeds": f"{len(failures)} / {len(runs)}",
+                "Failed seeds": ", ".join(map(str, failures)) or MISSING_CELL,
+            }
+        )
+    return table
+
+
+def leaderboard(output: Output[StudyRuns], rows: pd.DataFrame) -> tuple[Section, ...]:
+    sections = []
+    for env in output.runs.envs:
+        title = paper.ENV_TITLES.get(env, env)
+        sections += [
+            Section(
+                f"{title}: paired by seed",
+                "Each filter against standard PPO of the same seed, then IIF head to head with consensus and random.",
+                pd.DataFrame(_comparison_rows(rows, env)),
+            ),
+            Section(
+                f"{title}: per arm",
+                "Area under the curve, SE_ave against standard PPO of the same seed, and failed seeds.",
+                pd.DataFrame(_arm_rows(rows, env)),
+            ),
+        ]
+    return tuple(sections)
+
+
+_BOOTSTRAP = (
+    "95 % percentile bootstrap over seeds (scipy, 10,000 resamples, fixed seed; a point when every seed agrees)"
+)
+OUTPUTS: tuple[Output, ...] = (
+    Output(
+        "twenty_seeds_leaderboard",
+        "Which filter? Twenty seeds",
+        "The filters' seven arms on seeds 0-19 of each env (engine=stacked, experiment twenty_seeds, the env's p; "
+        "random as many as IIF drops as many records as IIF, random 25 % of negatives as many as 25 % of the round's "
+        "negative-influence records), each method against the other arm's run of the same seed. Score: the area "
+        "under the curve (AUC), the mean test return over rounds 1…K. The typical seed: P(>) = the share of seeds "
+        f"where the method's AUC is larger (a tie counting ½), {_BOOTSTRAP}, and the two-sided exact Wilcoxon "
+        "signed-rank test of the paired AUC differences (scipy, zero_method='wilcox': tied seeds dropped). The "
+        f"expected outcome: the mean per-seed AUC difference, {_BOOTSTRAP}, and the two-sided exact sign-flip "
+        "permutation test of it (all 2^n flips of the differences' signs for n ≤ 20 seeds; beyond, 100,000 random "
+        "flips from a fixed seed). The p-values of an env's table are adjusted together by Benjamini–Hochberg "
+        f"(q-values); a question is decided when its q < {FDR:g} and its CI excludes 0.5 (P) or 0 (the mean), on "
+        "the side the CI says; else it is a tie at the study's seeds. Per arm: AUC mean ± std over seeds; SE_ave as "
+        "in Fig. 6b against standard PPO of the same seed, mean ± std (the paper's statistic) and median; a failed "
+        "seed ends (last evaluated round) below its initial policy's test return (round 0).",
+        STUDY_RUNS,
+        leaderboard,
+    ),
+)
