@@ -235,3 +235,15 @@ def test_the_docs_home_page_starts_with_the_readmes_command():
     home = _find(first_command, (REPO_ROOT / "docs" / "README.md").read_text(), re.S)[1]
     assert home == _find(first_command, README, re.S)[1]
     assert '".[repro]"' in home  # a bare `pip install -e .` has no hydra: the CLI exits 2
+
+
+def test_the_twenty_seed_section_counts_frozenlakes_seeds_from_the_committed_rows():
+    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    ahead, seeds = map(int, _find(r"\((\d+) of (\d+) seeds ahead of standard PPO\)", section).groups())
+    rows = pd.read_csv(DATA / "twenty_seeds.csv")
+    area = rows[(rows["env"] == "frozenlake") & (rows["round"] >= 1)].groupby(["method_tag", "seed"])["test_return"]
+    per_seed = area.mean().unstack(0)
+    for arm in ("iif-p50", "consensus-p50"):  # "consensus does the same"
+        difference = per_seed[arm] - per_seed["ppo"]
+        assert (int((difference > 0).sum()), len(difference)) == (ahead, seeds), arm
+    assert "one seed of twenty" in section and seeds - ahead == 1

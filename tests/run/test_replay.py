@@ -34,6 +34,8 @@ FAMILIES = {
     "box2d": "main/lunarlander/sgd/random-p12.5-bac18f/seed2",
     "minigrid": "main/minigrid/sgd/iif-p12.5-92a12d/seed0",
     "highway": "main/highway/sgd/ppo-bac18f/seed0",
+    # a seed the twenty-seed study trained among 19 others (engine=stacked), replayed alone on the engine that made it
+    "stacked": "twenty_seeds/frozenlake/sgd/iif-p50-4739bc/seed0",
 }
 
 
