@@ -247,3 +247,18 @@ def test_the_twenty_seed_section_counts_frozenlakes_seeds_from_the_committed_row
         difference = per_seed[arm] - per_seed["ppo"]
         assert (int((difference > 0).sum()), len(difference)) == (ahead, seeds), arm
     assert "one seed of twenty" in section and seeds - ahead == 1
+
+
+def test_the_twenty_seed_sections_acrobot_verdicts_are_the_leaderboards():
+    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
+    acrobot = board.split("## Acrobot: paired by seed")[1].split("\n## ")[0]
+    verdicts = {}
+    for line in acrobot.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[0] in ("IIF", "Consensus"):
+            verdicts[(cells[0], cells[1])] = (cells[4], cells[7])  # typical seed, expected outcome
+    assert verdicts[("IIF", "Standard PPO")] == ("tie at 20 seeds", "tie at 20 seeds")  # "IIF ties … on both"
+    assert verdicts[("Consensus", "Standard PPO")] == ("decided: better", "decided: better")
+    assert verdicts[("IIF", "Consensus")] == ("tie at 20 seeds", "tie at 20 seeds")
+    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    assert "On Acrobot IIF ties standard PPO on both questions while consensus is decided better on both" in section

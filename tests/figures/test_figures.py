@@ -127,12 +127,16 @@ TRAIN_ENV_CURVES: dict[str, list[float]] = {"frozenlake": [0, 0, 0, 0, 4], "high
 
 
 def write_every_needed_run(root: Path) -> None:
-    every_runs = [o.runs for o in OUTPUTS] + [twenty_seeds.STUDY_RUNS] + [
-        runs
-        for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS, engines.ENGINE_RUNS)
-        for _, runs in sources.parts
-        if isinstance(runs, (Runs, engines.StackedRuns))
-    ]
+    every_runs = (
+        [o.runs for o in OUTPUTS]
+        + [twenty_seeds.STUDY_RUNS]
+        + [
+            runs
+            for sources in (fidelity_leads.LEADS, filters.FILTERS_RUNS, engines.ENGINE_RUNS)
+            for _, runs in sources.parts
+            if isinstance(runs, (Runs, engines.StackedRuns))
+        ]
+    )
     needed = {
         (runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
         for runs in every_runs

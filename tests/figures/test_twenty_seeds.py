@@ -160,7 +160,7 @@ def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with
     missing = (root / "out" / "MISSING.md").read_text()
     assert "- twenty_seeds/acrobot: needs 20 seeds run by every arm, has 0 in common" in missing
     assert (
-        "`rlinfluence -m +experiment=twenty_seeds env=minigrid eval.episodes=100 optimizer=adam engine=stacked "
+        "`rlinfluence -m +experiment=twenty_seeds env=minigrid eval.episodes=100 engine=stacked "
         "seed='range(20)'`" in missing
     )
     index = (root / "out" / "INDEX.md").read_text()

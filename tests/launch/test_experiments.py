@@ -109,8 +109,12 @@ EXPECTED = {
     # The benchmark of rollout filters: the new arms beside the main comparison's, DoorKey's seven on their own.
     "filters": runs(P_ABLATION_ENVS, FILTER_ARMS, 5),
     "filters_doorkey": runs(["doorkey"], ["ppo", "iif-p{p}", "random-p{p}", *FILTER_ARMS], 5),
-    # The same seven arms on 20 seeds, one env a block (frozenlake when the command names none).
-    "twenty_seeds": runs(["frozenlake"], ["ppo", "iif-p{p}", "random-p{p}", *FILTER_ARMS], 20),
+    # The same seven arms on 20 seeds of five envs, one env a block.
+    "twenty_seeds": runs(
+        ["frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey"],
+        ["ppo", "iif-p{p}", "random-p{p}", *FILTER_ARMS],
+        20,
+    ),
 }
 JOB_COUNTS = {
     "main": 90,
@@ -134,7 +138,7 @@ JOB_COUNTS = {
     "fidelity_train_env_highway": 2,
     "filters": 80,
     "filters_doorkey": 35,
-    "twenty_seeds": 140,
+    "twenty_seeds": 700,
 }
 # Which paper result each overlay feeds (its header comment must say so).
 FEEDS = {

@@ -48,9 +48,6 @@ COMPARISONS: tuple[tuple[Arm, Arm], ...] = (
     (IIF, CONSENSUS),
     (IIF, RANDOM_AS_IIF),
 )
-# The overlay's command per env (conf/experiment/twenty_seeds.yaml): the env's committed evaluation
-# (control_runs.CPU_EVALUATION), MiniGrid's optimizer, and every seed of an arm packed into one stacked process.
-STUDY_OVERRIDES = {"minigrid": "optimizer=adam"}
 FDR = 0.05  # Benjamini–Hochberg's q over an env's table
 
 
@@ -59,8 +56,9 @@ class StudyRuns(Runs):
     """The study's runs: `+experiment=twenty_seeds` per env, made by engine=stacked over the overlay's seeds."""
 
     def command_for(self, env: str) -> str:
-        extra = f" {STUDY_OVERRIDES[env]}" if env in STUDY_OVERRIDES else ""
-        return f"{super().command_for(env)}{extra} engine=stacked seed='range({self.seeds})'"
+        """The overlay's command for `env` (conf/experiment/twenty_seeds.yaml): the env's committed evaluation
+        (control_runs.CPU_EVALUATION), every seed of an arm packed into one stacked process."""
+        return f"{super().command_for(env)} engine=stacked seed='range({self.seeds})'"
 
     @property
     def command(self) -> str:
