@@ -256,7 +256,7 @@ def test_the_twenty_seed_sections_acrobot_verdicts_are_the_leaderboards():
     for line in acrobot.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if len(cells) == 9 and cells[0] in ("IIF", "Consensus"):
-            verdicts[(cells[0], cells[1])] = (cells[4], cells[7])  # typical seed, expected outcome
+            verdicts[(cells[0], cells[1])] = (cells[5], cells[8])  # typical seed, expected outcome
     assert verdicts[("IIF", "Standard PPO")] == ("tie at 20 seeds", "tie at 20 seeds")  # "IIF ties … on both"
     assert verdicts[("Consensus", "Standard PPO")] == ("decided: better", "decided: better")
     assert verdicts[("IIF", "Consensus")] == ("tie at 20 seeds", "tie at 20 seeds")
