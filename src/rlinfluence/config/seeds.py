@@ -5,8 +5,12 @@ is taken as the list it names, and anything else than a list of integers is refu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rlinfluence.choices import ConfigError
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.types import Override
 
 SEEDS_FORM = "give a list of integer seeds, seeds=[0,1,2], or a range, seeds='range(20)'"
 
@@ -15,17 +19,22 @@ def _is_seed(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def listed_seeds(overrides: Sequence[str]) -> dict[str, list[str]]:
-    """{the `seeds=` word: the word that replaces it} for a range or choice (`seeds='range(3)'` -> `seeds=[0,1,2]`),
-    empty when there is nothing to replace; ConfigError for seeds that are not a list of integers, and for
-    `seed=` beside `seeds=` (which would be ignored)."""
+def overrides_by_key(overrides: Sequence[str]) -> dict[str, Override] | None:
+    """The command line's overrides by key, parsed by Hydra's grammar; None when Hydra refuses them (it says why)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     try:
-        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(list(overrides))}
+        return {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(list(overrides))}
     except HydraException:
-        return {}  # Hydra says what is wrong with it
+        return None
+
+
+def listed_seeds(overrides: Sequence[str]) -> dict[str, list[str]]:
+    """{the `seeds=` word: the word that replaces it} for a range or choice (`seeds='range(3)'` -> `seeds=[0,1,2]`),
+    empty when there is nothing to replace; ConfigError for seeds that are not a list of integers, and for
+    `seed=` beside `seeds=` (which would be ignored)."""
+    parsed = overrides_by_key(overrides) or {}  # a line Hydra refuses: Hydra says why
     seeds = parsed.get("seeds")
     if seeds is None or seeds.input_line is None:
         return {}

@@ -101,15 +101,12 @@ def pack_seed_sweep(overrides: Sequence[str], seeds_per_job: int | None = None) 
     none to pack; ConfigError for one it cannot pack. The replacement pins seed to the first seed, so that an
     overlay's own seed sweep does not run each job again per seed. A seed swept by an overlay's
     hydra.sweeper.params alone is left as it is (one stacked job per seed)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     from rlinfluence.batch.engine import STACKED
     from rlinfluence.choices import ConfigError
+    from rlinfluence.config.seeds import overrides_by_key
 
-    try:
-        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(list(overrides))}
-    except HydraException:
+    parsed = overrides_by_key(overrides)
+    if parsed is None:
         return {}  # Hydra says what is wrong with it
     engine, seed = parsed.get("engine"), parsed.get("seed")
     if engine is None or engine.is_sweep_override() or engine.value() != STACKED or seed is None:
@@ -132,19 +129,14 @@ def overlay_seed_sweep(composer: Composer, overrides: Sequence[str]) -> list[str
     """`engine=stacked` with an overlay that sweeps `seed` and no `seed=` on the command line: the overlay's seed
     sweep spelt as a command-line word (`['seed=range(0,5)']`), so that it is packed as one given there is;
     else nothing."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     from rlinfluence.batch.engine import STACKED
+    from rlinfluence.config.seeds import overrides_by_key
 
-    try:
-        parsed = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(list(overrides))}
-    except HydraException:
-        return []  # Hydra says what is wrong with it
+    parsed = overrides_by_key(overrides)
+    if parsed is None or "seed" in parsed or "seeds" in parsed:
+        return []  # Hydra says what is wrong with a line it refuses; a seed given on the line is the line's
     engine = parsed.get("engine")
-    if engine is None or engine.is_sweep_override() or engine.value() != STACKED or "seed" in parsed:
-        return []
-    if "seeds" in parsed:
+    if engine is None or engine.is_sweep_override() or engine.value() != STACKED:
         return []
     seed_sweep = composer.sweep_params(overrides).get("seed")
     return [] if seed_sweep is None else [f"seed={seed_sweep}"]
