@@ -43,8 +43,9 @@ import torch
 from batched_seeds import compose_config, play_batched, play_library
 from omegaconf import DictConfig
 
-from rlinfluence.batch.engine import STACKED, check_engine, stacked_round
+from rlinfluence.batch.engine import stacked_round
 from rlinfluence.choices import ConfigError
+from rlinfluence.config.engines import STACKED, check_engine
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
 from rlinfluence.envs.make import make_env

@@ -58,7 +58,7 @@ FAILED = 1  # a run stopped by a round it cannot train on (round.RoundFailed), s
 def run_task(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Validate, then dispatch on `task`. Separate from the Hydra wrapper so tests can call it; `run_dir`
     defaults to the config's own (tests pass a temporary one)."""
-    from rlinfluence.batch.engine import STACKED
+    from rlinfluence.config.engines import STACKED
     from rlinfluence.run import rundir
     from rlinfluence.run.lifecycle import start_training
     from rlinfluence.run.stacked import start_stacked

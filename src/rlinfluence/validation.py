@@ -17,8 +17,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence import influence
-from rlinfluence.batch.engine import check_engine
 from rlinfluence.choices import require, require_one_of
+from rlinfluence.config.engines import check_engine
 from rlinfluence.config.keys import check_settings
 from rlinfluence.config.paths import check_folder_name, check_writable
 from rlinfluence.control.networks import ACTIVATIONS, FEATURE_EXTRACTORS

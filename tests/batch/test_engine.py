@@ -22,6 +22,7 @@ from rlinfluence.cli import check_sweep, pack_seeds, run_task
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.launch.manifest import replaced
 from rlinfluence.run import rundir
+from rlinfluence.run.checkpoint import CORRUPTION
 from rlinfluence.run.identity import IDENTITY
 
 STACKED = ("engine=stacked", "env.rounds=3")
@@ -60,6 +61,14 @@ SMALL_EVALUATION = ("eval.episodes=7", "eval.n_parallel=3")
         ("doorkey", "iif", BATCHES[:2]),  # a CNN and Adam
         ("gym env.id=Pendulum-v1", "iif", BATCHES[:2]),  # continuous actions: a Gaussian head, each seed's log std
         ("bipedalwalker +env.make_kwargs.max_episode_steps=100", "iif", BATCHES[:2]),  # 4 action dims, Adam
+        ("acrobot", "iif target=action target.state=[1,0,1,0,0,0] target.action=[2]", BATCHES[:2]),  # f_action
+        # influence settings the stack's pass does not compute: each seed scored by its own Trainer
+        ("frozenlake", "iif protocol=paper", BATCHES[:2]),  # Â per chunk of the seed's own random partition
+        ("doorkey", "iif influence.preconditioner=adam", BATCHES[:2]),  # the seed's own Adam moments
+        ("acrobot", "iif influence.backend=reference", BATCHES[:2]),
+        # planted records: each seed's own, every arm scored to rank them (ppo too)
+        ("acrobot", "iif corruption.fraction=0.1 corruption.kind=advantage_sign", BATCHES[:2]),
+        ("frozenlake", "ppo corruption.fraction=0.1 corruption.kind=reward", BATCHES[:2]),
     ],
 )
 def test_a_seeds_metrics_are_the_same_alone_or_among_others_in_another_order(tmp_path, env, method, batches):
@@ -74,7 +83,38 @@ def test_a_seeds_metrics_are_the_same_alone_or_among_others_in_another_order(tmp
     assert all(rows != alone for rows in others)  # the seeds are runs of their own, not copies
 
 
-@pytest.mark.parametrize("method", ["iif_guard_auto", "consensus"])
+# The columns a round's training decides (its records, selection and test return); the losses and approx KL it
+# logs are means the two engines take over other shapes, which round differently.
+LOGGED_MEANS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        "method=iif protocol=paper",
+        "method=iif corruption.fraction=0.1 corruption.kind=advantage_sign",
+        "method=ppo corruption.fraction=0.1 corruption.kind=reward",
+    ],
+)
+def test_a_stacked_seed_scored_by_its_own_trainer_trains_what_engine_default_trains(tmp_path, settings):
+    """Under influence settings the stack's pass does not compute, and with planted records, a stacked seed's
+    scores are its Trainer's (engine=default's), so its run is engine=default's run of that seed: the same records,
+    selections, planted-record detection and test returns, round by round (SGD, the pinned kernels)."""
+    common = ("env=frozenlake", "env.rounds=3", *SMALL_EVALUATION, *settings.split())
+    run_task(tiny(tmp_path / "default", *common, "seed=1"))
+    run_task(tiny(tmp_path / "stacked", *common, "engine=stacked", "seeds=[0,1]"))
+
+    def trained(root: Path) -> list[dict[str, str]]:
+        rows = metrics_rows(seed_dir(root, 1), timings=False)
+        return [{k: v for k, v in row.items() if k not in LOGGED_MEANS} for row in rows]
+
+    assert len(trained(tmp_path / "default")) == 4
+    assert trained(tmp_path / "stacked") == trained(tmp_path / "default")
+    if "corruption" in settings:  # the planted records and how well each round's scores and selection found them
+        planted = [(seed_dir(tmp_path / root, 1) / CORRUPTION).read_text() for root in ("default", "stacked")]
+        assert planted[0].count("\n") == 3 and planted[1] == planted[0]
+
+
 def test_a_selection_scores_on_its_seeds_own_round_start(tmp_path, method):
     """The stack's scores are on the method's target (consensus: the round's mean loss), and the further targets
     a selection asks for (held-out halves, the entropy guard) are scored at the seed's own θ_k: on that target
@@ -157,9 +197,9 @@ def test_a_broken_seeds_refusal_names_that_seeds_own_restart(tmp_path):
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
         (
-            ["protocol=paper"],
-            "engine=stacked runs influence.normalization=buffer only; this command has influence.normalization=chunk "
-            "(protocol=paper sets it: the authors' protocol runs on engine=default)",
+            ["influence.checkpoints=every_step"],
+            "engine=stacked runs influence.checkpoints=round_start only; this command has "
+            "influence.checkpoints=every_step",
         ),
     ],
 )

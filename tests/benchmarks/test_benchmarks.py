@@ -129,8 +129,8 @@ def test_stacked_rounds_prints_every_stage_the_floor_and_a_table_row_per_n(monke
 def test_stacked_rounds_prints_the_engines_refusal_in_place_of_a_setting_it_cannot_run(monkeypatch, capfd):
     """A network the stacked engine does not run (Pong's nature_cnn): its one-line reason, as check_engine gives it,
     and no crash."""
-    from rlinfluence.batch.engine import check_engine
     from rlinfluence.choices import ConfigError
+    from rlinfluence.config.engines import check_engine
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     stacked_rounds = importlib.import_module("stacked_rounds")

@@ -240,7 +240,7 @@ def test_the_docs_home_page_starts_with_the_readmes_command():
 def test_the_twenty_seed_section_counts_frozenlakes_seeds_from_the_committed_rows():
     section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
     ahead, seeds = map(int, _find(r"\((\d+) of (\d+) seeds ahead of standard PPO\)", section).groups())
-    rows = pd.read_csv(DATA / "twenty_seeds.csv")
+    rows = pd.read_csv(DATA / "twenty_seeds.frozenlake.csv")
     area = rows[(rows["env"] == "frozenlake") & (rows["round"] >= 1)].groupby(["method_tag", "seed"])["test_return"]
     per_seed = area.mean().unstack(0)
     for arm in ("iif-p50", "consensus-p50"):  # "consensus does the same"

@@ -169,7 +169,7 @@ def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with
         "Environments: frozenlake. Runs: `rlinfluence -m +experiment=twenty_seeds env=frozenlake engine=stacked "
         in index
     )
-    tidy = read_tidy_csv(root / "data" / "twenty_seeds.csv")
+    tidy = read_tidy_csv(root / "data" / "twenty_seeds.frozenlake.csv")  # one CSV per env
     assert tidy.groupby("method_tag")["seed"].nunique().to_dict() == {
         arm.tag_for("frozenlake"): 20 for arm in twenty_seeds.ARMS
     }
@@ -178,7 +178,11 @@ def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with
 
 def test_a_filter_better_on_every_seed_is_decided_and_identical_arms_tie(study):
     root, _ = study
-    assert list(sections(root)) == ["FrozenLake: paired by seed", "FrozenLake: per arm"]
+    assert list(sections(root)) == [
+        "FrozenLake: paired by seed",
+        "FrozenLake: per arm",
+        "The decision rule under no difference",
+    ]
     rows = paired(root)
     iif = rows.loc["IIF", "Standard PPO"]
     assert iif["Seeds"] == "20"
@@ -227,3 +231,24 @@ def test_without_every_seed_of_every_arm_the_env_is_missing(tmp_path):
     write_study(tmp_path / "runs", seeds=19)
     status, why = results_of(tmp_path)[NAME]
     assert status == "missing" and "twenty_seeds/frozenlake: needs 20 seeds run by every arm, has 19 in common" in why
+
+
+def test_the_decision_rule_rarely_decides_under_no_difference():
+    """Null studies drawn from differences symmetric about 0 are decided at about the tests' level or less (the CI
+    must agree too), each question no more often than either."""
+    differences = np.random.default_rng(3).standard_normal(SEEDS)
+    typical, expected, either = twenty_seeds.false_decision_rates(differences)
+    assert 0 < typical <= 0.08 and 0 < expected <= 0.08
+    assert max(typical, expected) <= either <= typical + expected
+
+
+def test_the_leaderboard_reports_the_rules_false_decision_rate(study):
+    root, _ = study
+    board = (root / "out" / f"{NAME}.md").read_text()
+    section = board.split("## The decision rule under no difference")[1]
+    assert section.count("| FrozenLake |") == 2  # IIF against standard PPO and against consensus
+    # IIF beats standard PPO by 1 + 0.01·seed: resampled with random signs, a null study's spread is tiny next to
+    # nothing, so a typical-seed decision comes only from sign runs as lopsided as the tests' level allows.
+    iif_row = next(line for line in section.splitlines() if "| FrozenLake | IIF | Standard PPO |" in line)
+    rates = [float(cell.split(" %")[0]) for cell in iif_row.split("|")[5:8]]
+    assert all(0 <= rate <= 8 for rate in rates[:2]) and rates[2] >= max(rates[:2])

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from rlinfluence.batch.collect import collection_simulator, simulator_steps
 from rlinfluence.batch.evaluation import stacked_evaluation
@@ -28,58 +28,11 @@ from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
 from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
-from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.trainer import Trainer
+from rlinfluence.corruption import plants
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, round_row
-
-DEFAULT, STACKED = "default", "stacked"
-ENGINES = (DEFAULT, STACKED)
-STACKED_NETWORKS = ("mlp", "cnn")  # env.network.kind: nature_cnn's strided convolutions are untested stacked
-# The settings whose non-default values the stacked round does not implement: key, the value it runs.
-STACKED_ONLY = (
-    ("task", "train"),
-    ("env.agent", "control"),
-    ("target.name", "return"),
-    ("influence.backend", "jvp"),
-    ("influence.normalization", "buffer"),
-    ("influence.preconditioner", "none"),
-    ("influence.checkpoints", "round_start"),
-    ("corruption.fraction", 0.0),
-    ("device", "cpu"),
-)
-# Where a preset sets one of them, the refusal names the preset the user chose, not only the key it set.
-SET_BY = {"influence.normalization": "protocol=paper sets it: the authors' protocol runs on engine=default"}
-
-
-def seed_list(cfg: DictConfig) -> list[int]:
-    """The seeds of an engine=stacked command: `seeds`, or `seed` alone."""
-    return [cfg.seed] if cfg.seeds is None else list(cfg.seeds)
-
-
-def check_engine(cfg: DictConfig) -> None:
-    """One line (ConfigError) for an engine, a seed list or a setting the stacked engine cannot run."""
-    require_one_of("engine", cfg.engine, ENGINES)
-    if cfg.engine == DEFAULT:
-        if cfg.seeds is not None:
-            raise ConfigError(f"seeds={list(cfg.seeds)} lists the seeds of engine=stacked: add engine=stacked")
-        return
-    seeds = seed_list(cfg)
-    require(
-        len(seeds) > 0 and all(seed >= 0 for seed in seeds) and len(set(seeds)) == len(seeds),
-        f"seeds={seeds} must list distinct seeds >= 0",
-    )
-    for key, value in STACKED_ONLY:
-        actual = OmegaConf.select(cfg, key)
-        set_by = f" ({SET_BY[key]})" if key in SET_BY else ""
-        require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}{set_by}")
-    kind = cfg.env.network.kind
-    require(
-        kind in STACKED_NETWORKS,
-        f"engine=stacked runs env.network.kind={', '.join(STACKED_NETWORKS)}; env.network.kind={kind} runs on "
-        "engine=default",
-    )
 
 
 @torch.no_grad()
@@ -100,17 +53,29 @@ def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) 
     ]
 
 
+# The influence settings the stack's one pass computes (batch/influence.py); under any other, each seed's records are
+# scored by its own Trainer at θ_k (engine=default's scores of that seed), as a selection's further targets are.
+STACK_SCORED = (
+    ("influence.backend", "jvp"),
+    ("influence.normalization", "buffer"),
+    ("influence.preconditioner", "none"),
+)
+
+
 def stacked_method_scores(
     model: StackedActorCritic, trainers: list[Trainer], records: list[RolloutBuffer], ppo: PPOConfig
 ) -> list[np.ndarray | None]:
     """Each seed's round-start scores on the target its method ranks by (Trainer.attribute's: target.name's, or
-    the method's own, method=consensus's round mean loss), all seeds in one pass; None where the method needs
-    none (ppo, advantage, td_error)."""
+    the method's own, method=consensus's round mean loss), all seeds in one pass where the influence settings are
+    the stack's; None where neither the method needs them (ppo, advantage, td_error) nor a corrupted round ranks its
+    planted records by them."""
     first = trainers[0]
-    if not first.method.needs_scores:
+    if not (first.method.needs_scores or plants(first.cfg.corruption.fraction)):
         return [None] * len(trainers)
     target = first.method.scored_target(first.target)
-    return list(stacked_influence_scores(model, records, target, ppo, first.cfg.influence.chunk_size).numpy())
+    if all(OmegaConf.select(first.cfg, key) == value for key, value in STACK_SCORED):
+        return list(stacked_influence_scores(model, records, target, ppo, first.cfg.influence.chunk_size).numpy())
+    return [trainer.attribution(buffer)(target) for trainer, buffer in zip(trainers, records)]
 
 
 def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:

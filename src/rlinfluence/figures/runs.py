@@ -56,6 +56,14 @@ SB3_EXPERIMENT = "sb3"  # paper_figures/data/sb3.csv (benchmarks/sb3_iif_study.p
 # Experiments whose protocols are declared variants with settings of their own (stock SB3 with and without gradient
 # clipping): their runs are compared within a protocol, so each variant must share one config_hash.
 VARIANT_EXPERIMENTS = (SB3_EXPERIMENT,)
+# Experiments committed one CSV per env (`<experiment>.<env>.csv`): a study whose envs land one block at a time, so
+# that a block's commit touches its env's file alone, and no file holds every env's rows.
+ONE_CSV_PER_ENV = ("twenty_seeds",)
+
+
+def tidy_csv_name(experiment: str, env: str) -> str:
+    """The committed tidy CSV that holds an experiment's rows of `env`."""
+    return f"{experiment}.{env}.csv" if experiment in ONE_CSV_PER_ENV else f"{experiment}.csv"
 
 
 @dataclass(frozen=True)
@@ -298,7 +306,7 @@ def tidy_from_runs(runs_root: str | Path, experiments: Collection[str] | None = 
 
 
 def load_tidy(data_dir: str | Path) -> pd.DataFrame:
-    """All tidy CSVs of `data_dir` (one per experiment) as one table."""
+    """All tidy CSVs of `data_dir` (one per experiment, or per experiment and env: `tidy_csv_name`) as one table."""
     paths = sorted(Path(data_dir).glob("*.csv"))
     if not paths:
         return pd.DataFrame(columns=TIDY_COLUMNS)
@@ -322,18 +330,19 @@ def fresh_runs(runs_root: str | Path, experiments: set[str]) -> pd.DataFrame:
 
 
 def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
-    """`fresh` (`fresh_runs`) merged into `data_dir/<experiment>.csv` (`merge_fresh_runs`); nothing is
-    written (`Refresh.write` does).
+    """`fresh` (`fresh_runs`) merged into each experiment's tidy CSV under `data_dir` (`tidy_csv_name`,
+    `merge_fresh_runs`); nothing is written (`Refresh.write` does).
 
     A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
     are kept, so refreshing from a partial runs folder never loses committed results.
     """
     refresh = Refresh(data_dir)
-    for experiment, rows in fresh.groupby("experiment", sort=True):
-        path = data_dir / f"{experiment}.csv"
-        merged, of_experiment = merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root, data_dir, replace)
-        of_experiment.files[path] = tidy_csv_bytes(sort_tidy(merged))
-        refresh.merge(of_experiment)
+    names = [tidy_csv_name(experiment, env) for experiment, env in zip(fresh["experiment"], fresh["env"])]
+    for name, rows in fresh.groupby(pd.Series(names, index=fresh.index, dtype=str), sort=True):
+        path = data_dir / name
+        merged, of_file = merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root, data_dir, replace)
+        of_file.files[path] = tidy_csv_bytes(sort_tidy(merged))
+        refresh.merge(of_file)
     return refresh
 
 

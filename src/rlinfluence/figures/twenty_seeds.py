@@ -49,6 +49,8 @@ COMPARISONS: tuple[tuple[Arm, Arm], ...] = (
     (IIF, RANDOM_AS_IIF),
 )
 FDR = 0.05  # Benjamini–Hochberg's q over an env's table
+PRIMARY: tuple[tuple[Arm, Arm], ...] = ((IIF, STANDARD), (IIF, CONSENSUS))  # the study's declared primary comparisons
+NULL_SIMULATIONS = 400  # Monte Carlo draws of the decision rule under no difference: ±1.1 points at a 5 % rate
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,58 @@ def verdict(q: float, low: float, high: float, null: float, seeds: int) -> str:
     return f"tie at {seeds} seeds"
 
 
+def decisions(result: metrics.PairedComparison, q_wilcoxon: float, q_flips: float) -> tuple[str, str]:
+    """The two questions' verdicts of a comparison: the typical seed (P(>) against ½) and the expected outcome (the
+    mean difference against 0)."""
+    share, difference = result.superiority, result.difference
+    return (
+        verdict(q_wilcoxon, share.low, share.high, 0.5, share.n),
+        verdict(q_flips, difference.low, difference.high, 0.0, difference.n),
+    )
+
+
+def false_decision_rates(differences: np.ndarray, seed: int = 0) -> np.ndarray:
+    """How often the decision rule decides when there is no difference: `NULL_SIMULATIONS` null studies of as many
+    seeds, each a resample of the observed paired `differences` with every sign flipped at random (symmetric about
+    0, with the observed spread, ties and outliers), judged as a cell is but on its unadjusted p-values (BH over a
+    table only raises them, so this bounds the adjusted rule's rate). The rates at which the typical seed, the
+    expected outcome, and either question come out decided."""
+    rng = np.random.default_rng(seed)
+    n = differences.size
+    decided = np.zeros((NULL_SIMULATIONS, 2), dtype=bool)
+    for draw in decided:
+        null = rng.choice(differences, size=n) * rng.choice([-1.0, 1.0], size=n)
+        result = metrics.paired_comparison(null, np.zeros(n))
+        draw[:] = [v.startswith("decided") for v in decisions(result, result.wilcoxon_p, result.sign_flip_p)]
+    return np.r_[decided.mean(axis=0), decided.any(axis=1).mean()]
+
+
+def _rate(rate: float) -> str:
+    interval = metrics.rate_ci(round(rate * NULL_SIMULATIONS), NULL_SIMULATIONS)
+    return f"{100 * rate:.1f} % [{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
+
+
+def _false_decision_rows(rows: pd.DataFrame, envs: tuple[str, ...]) -> list[dict[str, str]]:
+    """The primary comparisons' false-decision rates under no difference, per env (`false_decision_rates`)."""
+    table = []
+    for env in envs:
+        for arm, other in PRIMARY:
+            differences = area_per_seed(rows, env, arm.label) - area_per_seed(rows, env, other.label)
+            typical, expected, either = false_decision_rates(np.asarray(differences, dtype=float))
+            table.append(
+                {
+                    "Env": paper.ENV_TITLES.get(env, env),
+                    "Method": arm.label,
+                    "Against": other.label,
+                    "Seeds": str(differences.size),
+                    "Typical seed decided [95 % CI]": _rate(typical),
+                    "Expected outcome decided [95 % CI]": _rate(expected),
+                    "Either decided [95 % CI]": _rate(either),
+                }
+            )
+    return table
+
+
 def _comparison_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
     """One row per comparison of the env, the tests' p-values adjusted together (Benjamini–Hochberg)."""
     areas = {arm.label: area_per_seed(rows, env, arm.label) for arm in ARMS}
@@ -93,6 +147,7 @@ def _comparison_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
     table = []
     for (arm, other), result, (q_wilcoxon, q_flips) in zip(COMPARISONS, results, q):
         share, difference = result.superiority, result.difference
+        typical, expected = decisions(result, q_wilcoxon, q_flips)
         table.append(
             {
                 "Method": arm.label,
@@ -100,11 +155,11 @@ def _comparison_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
                 "Seeds": str(share.n),
                 "P(>) [95 % CI]": f"{share.mean:.2f} [{share.low:.2f}, {share.high:.2f}]",
                 "Wilcoxon p (BH q)": _p_cell(result.wilcoxon_p, q_wilcoxon),
-                "Typical seed": verdict(q_wilcoxon, share.low, share.high, 0.5, share.n),
+                "Typical seed": typical,
                 "Mean AUC difference [95 % CI]": f"{difference.mean:+.3f} "
                 f"[{difference.low:+.3f}, {difference.high:+.3f}]",
                 "Sign-flip p (BH q)": _p_cell(result.sign_flip_p, q_flips),
-                "Expected outcome": verdict(q_flips, difference.low, difference.high, 0.0, difference.n),
+                "Expected outcome": expected,
             }
         )
     return table
@@ -155,6 +210,14 @@ def leaderboard(output: Output[StudyRuns], rows: pd.DataFrame) -> tuple[Section,
                 pd.DataFrame(_arm_rows(rows, env)),
             ),
         ]
+    sections.append(
+        Section(
+            "The decision rule under no difference",
+            f"How often a primary comparison would be decided were there no difference ({NULL_SIMULATIONS} simulated "
+            "studies per row, resampling its sign-flipped paired differences; unadjusted p-values).",
+            pd.DataFrame(_false_decision_rows(rows, output.runs.envs)),
+        )
+    )
     return tuple(sections)
 
 
@@ -177,7 +240,10 @@ OUTPUTS: tuple[Output, ...] = (
         f"(q-values); a question is decided when its q < {FDR:g} and its CI excludes 0.5 (P) or 0 (the mean), on "
         "the side the CI says; else it is a tie at the study's seeds. Per arm: AUC mean ± std over seeds; SE_ave as "
         "in Fig. 6b against standard PPO of the same seed, mean ± std (the paper's statistic) and median; a failed "
-        "seed ends (last evaluated round) below its initial policy's test return (round 0).",
+        "seed ends (last evaluated round) below its initial policy's test return (round 0). The decision rule under no "
+        f"difference: for each primary comparison (IIF against standard PPO and against consensus), {NULL_SIMULATIONS} "
+        "null studies of as many seeds, each a resample of its paired AUC differences with random signs, judged by "
+        "the rule on unadjusted p-values (BH only raises them): the share decided, with its Wilson 95 % CI.",
         STUDY_RUNS,
         leaderboard,
     ),

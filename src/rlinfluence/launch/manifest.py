@@ -101,8 +101,8 @@ def pack_seed_sweep(overrides: Sequence[str], seeds_per_job: int | None = None) 
     none to pack; ConfigError for one it cannot pack. The replacement pins seed to the first seed, so that an
     overlay's own seed sweep does not run each job again per seed. A seed swept by an overlay's
     hydra.sweeper.params alone is left as it is (one stacked job per seed)."""
-    from rlinfluence.batch.engine import STACKED
     from rlinfluence.choices import ConfigError
+    from rlinfluence.config.engines import STACKED
     from rlinfluence.config.seeds import overrides_by_key
 
     parsed = overrides_by_key(overrides)
@@ -129,7 +129,7 @@ def overlay_seed_sweep(composer: Composer, overrides: Sequence[str]) -> list[str
     """`engine=stacked` with an overlay that sweeps `seed` and no `seed=` on the command line: the overlay's seed
     sweep spelt as a command-line word (`['seed=range(0,5)']`), so that it is packed as one given there is;
     else nothing."""
-    from rlinfluence.batch.engine import STACKED
+    from rlinfluence.config.engines import STACKED
     from rlinfluence.config.seeds import overrides_by_key
 
     parsed = overrides_by_key(overrides)

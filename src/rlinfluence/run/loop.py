@@ -18,8 +18,9 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.batch.engine import STACKED, stacked_round
+from rlinfluence.batch.engine import stacked_round
 from rlinfluence.batch.evaluation import stacked_initial_rows
+from rlinfluence.config.engines import STACKED
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.kernels import unavailable_line
 from rlinfluence.round import Agent, initial_row, run_round

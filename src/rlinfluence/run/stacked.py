@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlinfluence.batch.engine import STACKED, seed_list
+from rlinfluence.config.engines import STACKED, seed_list
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import RESTART, RunDirError
 from rlinfluence.run.lifecycle import announce_finished, announce_trained, check_run, prepare_run, resume_point
