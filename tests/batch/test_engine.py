@@ -115,6 +115,7 @@ def test_a_stacked_seed_scored_by_its_own_trainer_trains_what_engine_default_tra
         assert planted[0].count("\n") == 3 and planted[1] == planted[0]
 
 
+@pytest.mark.parametrize("method", ["iif_guard_auto", "consensus"])
 def test_a_selection_scores_on_its_seeds_own_round_start(tmp_path, method):
     """The stack's scores are on the method's target (consensus: the round's mean loss), and the further targets
     a selection asks for (held-out halves, the entropy guard) are scored at the seed's own θ_k: on that target

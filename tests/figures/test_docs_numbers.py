@@ -262,3 +262,22 @@ def test_the_twenty_seed_sections_acrobot_verdicts_are_the_leaderboards():
     assert verdicts[("IIF", "Consensus")] == ("tie at 20 seeds", "tie at 20 seeds")
     section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
     assert "On Acrobot IIF ties standard PPO on both questions while consensus is decided better on both" in section
+
+
+def test_the_twenty_seed_sections_false_decision_rates_are_the_leaderboards_range():
+    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
+    rule = board.split("## The decision rule under no difference")[1].split("\n## ")[0]
+    rates: dict[int, list[float]] = {4: [], 5: []}  # the typical seed's column, the expected outcome's
+    for line in rule.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[4].endswith("]"):
+            for column in rates:
+                rates[column].append(float(cells[column].split(" %")[0]))
+    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    quoted = _find(
+        r"decides the typical-seed question in (\S+)–(\S+) % of them and the expected-outcome question in "
+        r"(\S+)–(\S+) %",
+        section,
+    ).groups()
+    assert len(rates[4]) >= 3
+    assert quoted == tuple(f"{f(rates[column]):.1f}" for column in (4, 5) for f in (min, max))

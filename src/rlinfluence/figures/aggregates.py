@@ -13,13 +13,12 @@ from matplotlib.lines import Line2D
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.arms import IIF, RANDOM, STANDARD
+from rlinfluence.figures.arms import IIF, RANDOM, STANDARD, Arm
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import Output
 
-FILTERS = (IIF, RANDOM)
 MAIN_RUNS = Runs("main", (STANDARD, IIF, RANDOM))
 SE_TAUS = np.linspace(-50.0, 80.0, 131)  # SE_ave thresholds (%) of the performance profiles
 
@@ -41,12 +40,17 @@ def arm_palette(arms) -> dict[str, tuple]:
     return dict(zip([arm.label for arm in arms], sns.color_palette("colorblind", len(arms))))
 
 
+def filters_of(runs: Runs) -> tuple[Arm, ...]:
+    """The arms that an output compares with standard PPO: its runs' arms but standard PPO."""
+    return tuple(arm for arm in runs.arms if arm != STANDARD)
+
+
 def improvement_table(output: Output[Runs], rows: pd.DataFrame) -> pd.DataFrame:
     envs = output.runs.envs
     table = []
     for label, env_subset in [*((paper.ENV_TITLES[env], (env,)) for env in envs), ("All envs (mean)", envs)]:
         cells = {}
-        for arm in FILTERS:
+        for arm in filters_of(output.runs):
             pairs = [
                 (area_per_seed(rows, env, arm.label), area_per_seed(rows, env, STANDARD.label)) for env in env_subset
             ]
@@ -71,7 +75,8 @@ def plot_profiles(ax, per_arm: dict[str, list[np.ndarray]], taus: np.ndarray, pa
 
 
 def performance_profiles(output: Output[Runs], rows: pd.DataFrame) -> Figure:
-    per_seed = efficiency_per_seed(rows, FILTERS)
+    filters = filters_of(output.runs)
+    per_seed = efficiency_per_seed(rows, filters)
     palette = arm_palette(output.runs.arms)
     with figure_style():
         fig = Figure(figsize=(5.5, 3.6), layout="constrained")
@@ -81,7 +86,7 @@ def performance_profiles(output: Output[Runs], rows: pd.DataFrame) -> Figure:
                 group["SE_ave"].to_numpy()
                 for _, group in per_seed[per_seed["arm"] == arm.label].groupby("env", sort=True)
             ]
-            for arm in FILTERS
+            for arm in filters
         }
         plot_profiles(ax, per_arm, SE_TAUS, palette)
         ax.axvline(0.0, color="grey", linewidth=0.8)

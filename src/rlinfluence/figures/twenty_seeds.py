@@ -16,10 +16,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from rlinfluence import metrics
 from rlinfluence.figures import paper
-from rlinfluence.figures.aggregates import area_per_seed
+from rlinfluence.figures.aggregates import (
+    area_per_seed,
+    arm_palette,
+    improvement_table,
+    iqm_curves,
+    performance_profiles,
+)
 from rlinfluence.figures.arms import (
     CONSENSUS,
     CONSENSUS_EPISODES,
@@ -33,7 +40,7 @@ from rlinfluence.figures.arms import (
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, final_return
-from rlinfluence.figures.render import Section
+from rlinfluence.figures.render import Section, figure_style
 from rlinfluence.figures.requirements import Output
 
 STUDY_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey")
@@ -221,6 +228,36 @@ def leaderboard(output: Output[StudyRuns], rows: pd.DataFrame) -> tuple[Section,
     return tuple(sections)
 
 
+def paired_differences(output: Output[StudyRuns], rows: pd.DataFrame) -> Figure:
+    """Per env, each comparison's per-seed AUC differences (a dot per seed) and their mean with its 95 % CI."""
+    envs = output.runs.envs
+    palette = arm_palette(ARMS)
+    with figure_style():
+        fig = Figure(figsize=(4.2 * len(envs), 0.45 * len(COMPARISONS) + 1.6), layout="constrained")
+        axes = fig.subplots(1, len(envs), squeeze=False, sharey=True).ravel()
+        for ax, env in zip(axes, envs):
+            for row, (arm, other) in enumerate(COMPARISONS):
+                differences = area_per_seed(rows, env, arm.label) - area_per_seed(rows, env, other.label)
+                low, high = metrics.mean_band(differences)
+                jitter = np.linspace(-0.2, 0.2, differences.size)
+                ax.scatter(differences, row + jitter, s=9, color=palette[arm.label], alpha=0.6, linewidth=0)
+                ax.errorbar(
+                    differences.mean(),
+                    row,
+                    xerr=[[differences.mean() - low], [high - differences.mean()]],
+                    fmt="D",
+                    color="black",
+                    markersize=4,
+                    capsize=3,
+                )
+            ax.axvline(0.0, color="grey", linewidth=0.8)
+            ax.set(title=paper.ENV_TITLES.get(env, env), xlabel="AUC difference (per seed)")
+        axes[0].set_yticks(range(len(COMPARISONS)), [f"{arm.label} − {other.label}" for arm, other in COMPARISONS])
+        axes[0].invert_yaxis()
+        fig.suptitle(f"{output.title}: {output.caption}", wrap=True)
+    return fig
+
+
 _BOOTSTRAP = (
     "95 % percentile bootstrap over seeds (scipy, 10,000 resamples, fixed seed; a point when every seed agrees)"
 )
@@ -246,5 +283,38 @@ OUTPUTS: tuple[Output, ...] = (
         "the rule on unadjusted p-values (BH only raises them): the share decided, with its Wilson 95 % CI.",
         STUDY_RUNS,
         leaderboard,
+    ),
+    Output(
+        "twenty_seeds_paired_differences",
+        "Which filter? Twenty seeds, seed by seed",
+        "Per env, each comparison of the leaderboard: every seed's AUC difference (the method's run minus the other "
+        f"arm's run of the same seed, a dot each) and their mean (diamond) with its {_BOOTSTRAP}.",
+        STUDY_RUNS,
+        paired_differences,
+    ),
+    Output(
+        "twenty_seeds_improvement",
+        "Which filter? Twenty seeds, across envs",
+        "P(X > standard PPO) of each filter over the study's runs, as `aggregates_improvement` computes it (runs "
+        "unpaired, Mann–Whitney U / n·m, ties ½; score = AUC), per env and averaged over envs, 95 % CI by a "
+        "percentile bootstrap over seeds within each env (scipy, 10,000 resamples, fixed seed).",
+        STUDY_RUNS,
+        improvement_table,
+    ),
+    Output(
+        "twenty_seeds_profiles",
+        "Which filter? Twenty seeds, performance profiles",
+        "Fraction of the study's (env, seed) runs whose SE_ave against standard PPO of the same seed exceeds τ, per "
+        "filter, with a 95 % band (percentile bootstrap over seeds within each env).",
+        STUDY_RUNS,
+        performance_profiles,
+    ),
+    Output(
+        "twenty_seeds_iqm_curves",
+        "Which filter? Twenty seeds, IQM learning curves",
+        "Interquartile mean of the test return over the study's 20 seeds at each evaluated round, per arm, with a "
+        "95 % band (percentile bootstrap over seeds).",
+        STUDY_RUNS,
+        iqm_curves,
     ),
 )
