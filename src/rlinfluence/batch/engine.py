@@ -1,17 +1,19 @@
 """engine=stacked: the seeds of one control config trained together, round by round, in one process.
 
-Each seed is today's control agent (control/trainer.py's Trainer, built from the seed's config): its envs,
-evaluation envs, RNG streams and checkpoint are today's, so its collection, selection and evaluation draw
-exactly what today's engine draws (arms stay paired by common random numbers). The seeds' actor-critics are
+Each seed is engine=default's control agent (control/trainer.py's Trainer, built from the seed's config): its envs,
+evaluation envs, RNG streams and checkpoint are engine=default's, so its collection, selection and evaluation draw
+exactly what engine=default draws (arms stay paired by common random numbers). The seeds' actor-critics are
 stacked for the round (batch/networks.py): one forward per collection step samples every seed's actions,
 and the round's records, influence and PPO update are computed once for all seeds (batch/influence.py,
-batch/update.py). Evaluation runs each seed's own network (today's `ActorCritic`) on its own episodes, all
+batch/update.py). Evaluation runs each seed's own network (engine=default's `ActorCritic`) on its own episodes, all
 seeds' episodes stepped together on one batched simulator where the env has one (batch/evaluation.py). Every
 selection method runs, on its seed's records and RNG: the scores it ranks by are the stack's; the further
 targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy) differ per seed and
-are asked for one at a time, so each seed's own network scores them at θ_k with Trainer.attribution. The
-stack's kernels round unlike today's, so a stacked seed is its own numerics (engine=stacked in its
-identity), and they give a seed the same bits whichever seeds run beside it (tests/batch/test_engine.py).
+are asked for one at a time, so each seed's own network scores them at θ_k with Trainer.attribution, as are the
+records of a round whose influence settings the stack's pass does not compute (`STACK_SCORED`). A stacked seed
+is its own numerics (engine=stacked in its identity: the stack's kernels and Adam may round unlike
+engine=default's, batch/networks.py), and it gets the same bits whichever seeds run beside it
+(tests/batch/test_engine.py).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Where the env has a batched simulator (envs/batched.py: FrozenLake, Acrobot), on
 evaluation slots (seed i's n_parallel slots side by side) and one masked step advances all the episodes still
 running; elsewhere each seed's Evaluator steps its library envs, seed after seed. Either way each seed plays its
 Evaluator's round (control/evaluation.py's EvaluationRound: its episode seeds, its action noise) and samples its
-actions with its own network on exactly the observations today's Evaluator stacks, so a seed's test return has
-today's bits. The forward stays one per seed: the env steps, not the forwards, are what evaluation spends.
+actions with its own network on exactly the observations engine=default's Evaluator stacks, so a seed's test return has
+engine=default's bits. The forward stays one per seed: the env steps, not the forwards, are what evaluation spends.
 """
 
 from __future__ import annotations

@@ -2,14 +2,16 @@
 and applied with one `torch.baddbmm`, so a forward or backward costs one call for all seeds; a convolution
 runs each seed's own `conv2d` (StackedConv2d).
 
-Seed k's slice starts bit-for-bit as today's engine initialises seed k (`from_seeds` builds each seed's
+Seed k's slice starts bit-for-bit as engine=default initialises seed k (`from_seeds` builds each seed's
 `ActorCritic` and stacks it). The slices never mix, and a slice's numbers do not depend on which or how many
 seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives each slice the same bits for any N (tested
 for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two, Acrobot's
 slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends to another
 kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN is tested the same
-way (tests/batch/). These kernels round differently from today's `nn.Linear` (addmm), so a stacked seed is
-today's run up to float rounding, not bit-for-bit (its convolutions alone are today's bits).
+way (tests/batch/). Under a CPU's native kernels these round differently from engine=default's `nn.Linear`
+(addmm). Under the pinned kernels (kernels.py) a one-seed stack trained engine=default's run of every SGD preset
+measured (docs/reproduction/stacked.md, "One seed stacked"): the same selections and test returns, the logged loss
+means aside; with Adam the stack's own Adam arithmetic (batch/optim.py) parts them.
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ from rlinfluence.seeding import spawn_streams, torch_generator
 class _SeedStacked(nn.Module):
     """A module whose parameters are stacked by seed on dim 0; a vector parameter (a bias, a log std) as
     [N, 1, size], which broadcasts over a batch [N, B, size]. `stacked` and `seed_tensor` convert between
-    today's layout and the stack's for anything shaped as a parameter (the parameters themselves, Adam's moments)."""
+    a seed's own layout and the stack's for anything shaped as a parameter (the parameters, Adam's moments)."""
 
     def stacked(self, name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
-        """The seeds' `name` tensors (today's layout, in stack order) in the stack's layout."""
+        """The seeds' `name` tensors (a seed's own layout, in stack order) in the stack's layout."""
         return torch.stack(tensors).unsqueeze(1)
 
     def seed_tensor(self, name: str, stacked: torch.Tensor, k: int) -> torch.Tensor:
-        """Seed k's slice of a `stacked` tensor shaped as parameter `name`, in today's layout."""
+        """Seed k's slice of a `stacked` tensor shaped as parameter `name`, in a seed's own layout."""
         return stacked[k, 0].clone()
 
 
@@ -77,10 +79,10 @@ class StackedLinear(_StackedLayer):
 
 class StackedConv2d(_StackedLayer):
     """N `nn.Conv2d`s of one shape (no padding, dilation or groups), each seed's images through its own `conv2d`
-    (weight [N, out, in, rows, columns], today's layout stacked; bias [N, out]). One call per seed gives a seed
-    the same kernel, hence the same bits, whichever seeds sit beside it, and costs per seed what today's does:
+    (weight [N, out, in, rows, columns], a seed's own layout stacked; bias [N, out]). One call per seed gives a seed
+    the same kernel, hence the same bits, whichever seeds sit beside it, and costs per seed what engine=default's does:
     grouped `conv2d` (groups = N) gave a seed other bits at N = 1 than among others (the 3-channel first layer
-    on MiniGrid's 7×7 view, one thread), and a matmul over unfolded patches cost several times today's
+    on MiniGrid's 7×7 view, one thread), and a matmul over unfolded patches cost several times engine=default's
     convolution on these small images."""
 
     def __init__(self, convs: list[nn.Conv2d]):
@@ -112,7 +114,7 @@ STATELESS = (nn.Tanh, nn.ReLU, ImageScale)  # elementwise: the same on [m, B, ..
 
 
 def _layers(module: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
-    """A module's leaves in forward order, named as today's `state_dict` names them."""
+    """A module's leaves in forward order, named as engine=default's `state_dict` names them."""
     return [
         (f"{name}.{leaf}" if leaf else name, layer)
         for leaf, layer in module.named_modules()
@@ -121,7 +123,7 @@ def _layers(module: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
 
 
 class _StackedPath(nn.ModuleList):
-    """One path of today's network (the feature extractor, a body), its layers stacked by seed in forward order."""
+    """One path of a seed's network (the feature extractor, a body), its layers stacked by seed in forward order."""
 
     def __init__(self, models: list[ActorCritic], path: str):
         named = _layers(getattr(models[0], path), path)
@@ -138,7 +140,7 @@ class _StackedPath(nn.ModuleList):
             else:
                 raise ValueError(f"the stacked engine cannot stack {path}'s {type(layer).__name__}")
         super().__init__(layers)
-        self.names = [name for name, layer in named if type(layer) in STACKED_LAYERS]  # today's, of each stacked one
+        self.names = [name for name, layer in named if type(layer) in STACKED_LAYERS]  # a seed's own, of each
 
     def forward(self, x: torch.Tensor, seeds: torch.Tensor | None) -> torch.Tensor:
         for layer in self:
@@ -150,7 +152,7 @@ class _StackedPath(nn.ModuleList):
 
 
 class StackedCategoricalHead(nn.Module):
-    """N `CategoricalHead`s: their logits' Linears stacked; today's head's arithmetic on [m, B] records."""
+    """N `CategoricalHead`s: their logits' Linears stacked; engine=default's head's arithmetic on [m, B] records."""
 
     def __init__(self, heads: list[CategoricalHead]):
         super().__init__()
@@ -169,12 +171,12 @@ class StackedCategoricalHead(nn.Module):
         return CategoricalHead.sample(logits, noise)
 
     def own_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
-        """Its parameters other than its Linear's: (today's name in the head, the holder, the attribute)."""
+        """Its parameters other than its Linear's: (engine=default's name in the head, the holder, the attribute)."""
         return []
 
 
 class StackedGaussianHead(_SeedStacked):
-    """N `GaussianHead`s: their means' Linears stacked, each seed's log std [N, 1, action_dim]; today's head's
+    """N `GaussianHead`s: their means' Linears stacked, each seed's log std [N, 1, action_dim]; engine=default's head's
     arithmetic on [m, B, action_dim] records, each seed's with its own log std."""
 
     def __init__(self, heads: list[GaussianHead]):
@@ -222,7 +224,7 @@ class StackedActorCritic(nn.Module):
     def from_seeds(
         cls, observation_space: gym.Space, action_space: gym.Space, net: NetworkConfig, seeds: list[int]
     ) -> StackedActorCritic:
-        """Each seed's network as today's engine initialises it (its `network` stream), stacked in `seeds`' order."""
+        """Each seed's network as engine=default initialises it (its `network` stream), stacked in `seeds`' order."""
         return cls(
             [
                 ActorCritic(observation_space, action_space, net, torch_generator(spawn_streams(seed)["network"]))
@@ -247,7 +249,7 @@ class StackedActorCritic(nn.Module):
     def log_prob_entropy(
         self, head_out: torch.Tensor, actions: torch.Tensor, seeds: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Today's action head on [m, B] records: (log π(a|s), entropy), each [m, B]."""
+        """The seed's action head on [m, B] records: (log π(a|s), entropy), each [m, B]."""
         return self.action_head.log_prob_entropy(head_out, actions, seeds)
 
     @torch.no_grad()
@@ -256,7 +258,7 @@ class StackedActorCritic(nn.Module):
         return self.action_head.sample(self.policy_output(obs), noise)
 
     def seed_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
-        """Each stacked parameter: (today's `state_dict` key, the module holding it, its attribute)."""
+        """Each stacked parameter: (engine=default's `state_dict` key, the module holding it, its attribute)."""
         layers = [
             *(
                 pair
@@ -272,7 +274,7 @@ class StackedActorCritic(nn.Module):
         ]
 
     def seed_state_dict(self, k: int) -> dict[str, torch.Tensor]:
-        """Seed k's parameters as today's `ActorCritic.state_dict()` names them (its checkpoint, its replay)."""
+        """Seed k's parameters as `ActorCritic.state_dict()` names them (its checkpoint, its replay)."""
         return {key: layer.seed_tensor(attr, getattr(layer, attr), k) for key, layer, attr in self.seed_parameters()}
 
 

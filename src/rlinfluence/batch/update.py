@@ -1,7 +1,7 @@
 """One PPO update for N seeds at once, on the stacked actor-critic (batch/networks.py).
 
-Each seed keeps what is its own in today's update (update.py): its records, its selection, its minibatch
-shuffles (`minibatch_ids` on its own `shuffle` generator, so the same ids in the same order as today), its
+Each seed keeps what is its own in engine=default's update (update.py): its records, its selection, its minibatch
+shuffles (`minibatch_ids` on its own `shuffle` generator, so the same ids in the same order as engine=default), its
 gradient-norm clip and its step count. A step trains every seed that still has a minibatch; seeds whose
 minibatches differ in size (a smaller last one, or fewer kept records) take their steps in separate groups of
 one size. The loss is losses.py's per-record loss, averaged per seed; the seeds' losses are summed for one
@@ -41,7 +41,7 @@ def clip_grad_norm_per_seed(parameters: Iterable[nn.Parameter], max_norm: float)
 
 
 def _minibatches(selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> Iterator[torch.Tensor]:
-    """One seed's minibatches over all epochs, each epoch's shuffle drawn when it starts, as in today's update."""
+    """One seed's minibatches over all epochs, each epoch's shuffle drawn as it starts, as engine=default draws them."""
     drop_last = bool(ppo.drop_last_minibatch)
     return itertools.chain.from_iterable(
         minibatch_ids(selection, ppo.batch_size, rng, drop_last) for _ in range(ppo.n_epochs)
@@ -104,7 +104,7 @@ def stacked_ppo_update(
     ppo: PPOConfig,
     rngs: list[np.random.Generator],
 ) -> list[dict[str, float]]:
-    """Today's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]); each seed's statistics."""
+    """engine=default's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]); each seed's statistics."""
     n = model.n_seeds
     if not len(buffers) == len(selections) == len(rngs) == n:
         raise ValueError(

@@ -7,7 +7,7 @@ outputs, drawn from the language-model runs' CSV (rlhf.py), the cross-env aggreg
 the fidelity comparison with the authors' released pipeline (fidelity.py), IIF dropped into stock
 stable-baselines3 PPO (sb3_dropin.py), the fidelity leads (fidelity_leads.py), planted bad data (corruption.py),
 IIF on GRPO (grpo.py), the benchmark of rollout filters (filters.py), the stacked engine against
-today's (engines.py) and the filters' twenty-seed leaderboard (twenty_seeds.py).
+engine=default's (engines.py) and the filters' twenty-seed leaderboard (twenty_seeds.py).
 """
 
 from __future__ import annotations

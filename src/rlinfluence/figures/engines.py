@@ -1,7 +1,8 @@
-"""The stacked engine against today's (engine=stacked, src/rlinfluence/batch/): the same algorithm, shown statistically.
+"""engine=stacked against engine=default (src/rlinfluence/batch/): the same algorithm, shown statistically.
 
-engine=stacked trains a config's seeds in one process with batched matmuls, which round unlike today's per-seed
-ones, so a seed's curve is not today's bit for bit: over many seeds, its results must not differ from today's.
+engine=stacked trains a config's seeds in one process with batched matmuls, which round unlike engine=default's
+per-seed ones under a CPU's native kernels, so a seed's curve is not engine=default's bit for bit: over many seeds,
+its results must not differ from engine=default's.
 FrozenLake IIF (p = 50 %) and standard PPO, 20 seeds of experiment `engine_equivalence` made by engine=stacked,
 against the main comparison's committed runs of the same settings (every committed seed of each arm, clean protocol):
 final test return and IIF's SE_ave, each engine's seeds an independent sample. The stacked runs arrive as they finish:
@@ -29,7 +30,7 @@ ENGINE_EXPERIMENT = "engine_equivalence"
 ENGINE_ENVS = ("frozenlake",)
 ARMS = (IIF, STANDARD)
 STACKED_SEEDS = 20
-DEFAULT_SEEDS = 10  # the fewest committed seeds an arm of today's engine is compared with
+DEFAULT_SEEDS = 10  # the fewest committed seeds an arm of engine=default is compared with
 STACKED_SOURCE, DEFAULT_SOURCE = "engine=stacked", "engine=default"
 NOT_RUN = "not run yet"
 
@@ -56,8 +57,8 @@ class StackedRuns(ArmRuns, RestrictableByEnvs):
 
 @dataclass(frozen=True)
 class EngineRuns(Sources):
-    """Each engine's runs of each arm, an arm's seeds its own (the samples are independent). Only today's committed
-    runs must be complete for the output to be made; the stacked ones are drawn as they arrive."""
+    """Each engine's runs of each arm, an arm's seeds its own (the samples are independent). Only engine=default's
+    committed runs must be complete for the output to be made; the stacked ones are drawn as they arrive."""
 
     @property
     def committed(self) -> Sources:
@@ -122,21 +123,21 @@ def engine_table(output: Output[EngineRuns], rows: pd.DataFrame) -> pd.DataFrame
     percentile-bootstrap 95 % CI, and the two-sided Mann–Whitney U test."""
     default, stacked = (_per_seed(rows, source) for source in SOURCES)
     table = []
-    for quantity, today in default.items():
+    for quantity, alone in default.items():
         mine = stacked[quantity].dropna()
-        today = today.dropna()
+        alone = alone.dropna()
         digits = 1 if quantity.endswith(SE_AVE) else 3
         row = {
             "Quantity": quantity,
-            "Seeds, default": str(len(today)),
-            "default: mean ± std": _summary(today, digits),
+            "Seeds, default": str(len(alone)),
+            "default: mean ± std": _summary(alone, digits),
             "Seeds, stacked": _seeds_cell(mine, STACKED_SEEDS),
         }
         if mine.empty:
             table.append(row | {"stacked: mean ± std": f"{NOT_RUN} (`{output.runs.stacked_command}`)"})
             continue
-        difference = metrics.difference_of_means_ci(mine, today)
-        ranks = metrics.rank_test(mine, today)
+        difference = metrics.difference_of_means_ci(mine, alone)
+        ranks = metrics.rank_test(mine, alone)
         table.append(
             row
             | {
@@ -159,7 +160,7 @@ def engine_curves(output: Output[EngineRuns], rows: pd.DataFrame) -> Figure:
 CURVES_TITLE = "FrozenLake, test return of each engine's seeds"
 ENGINE_NOTE = (
     "FrozenLake, IIF (p = 50 %) and standard PPO: 20 seeds trained by engine=stacked (experiment engine_equivalence) "
-    "against the main comparison's committed runs of the same settings by today's engine (every committed seed of "
+    "against the main comparison's committed runs of the same settings by engine=default (every committed seed of "
     "each arm, clean protocol), each engine's seeds an independent sample."
 )
 OUTPUTS: tuple[Output, ...] = (

@@ -140,13 +140,13 @@ def write_identity(path: Path, cfg: DictConfig) -> None:
 
 
 def settings_as_now(stored: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
-    """A run's stored identity settings, read with today's keys: a key the run predates counts as having
+    """A run's stored identity settings, read with the current keys: a key the run predates counts as having
     its current default for the run's env, optimizer and method (`default_settings`).
 
     Sound because a new result-affecting key must default to the behaviour from before it existed;
     so adding a key leaves every earlier run resumable, and only a command that sets it otherwise is
     another run. The converse is not filled in: a stored key that conf/ no longer has stays, unmatched,
-    since whether today's code still does what its value said is unknown. (The rule cannot see a new
+    since whether the current code still does what its value said is unknown. (The rule cannot see a new
     key's default moved after older runs were made: moving a default needs force=true on those runs.)
     A stored env id reads as the id of the simulator it ran (envs/ids.py: a library id a preset replaced
     by ours, our modules' ids from before they moved), so that neither switch strands a finished run."""
