@@ -252,3 +252,16 @@ def test_the_leaderboard_reports_the_rules_false_decision_rate(study):
     iif_row = next(line for line in section.splitlines() if "| FrozenLake | IIF | Standard PPO |" in line)
     rates = [float(cell.split(" %")[0]) for cell in iif_row.split("|")[5:8]]
     assert all(0 <= rate <= 8 for rate in rates[:2]) and rates[2] >= max(rates[:2])
+
+
+def _run(returns: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"round": range(len(returns)), "test_return": returns})
+
+
+def test_a_seed_fails_by_ending_below_its_start_or_never_reaching_standard_ppos_first_level():
+    standard = _run([0.0, 1.0, 2.0, 3.0])  # its first level: 1.0, reached in round 1
+    assert twenty_seeds.failed(_run([0.0, 0.0, 0.0, 0.0]), standard)  # ends where it started, never reaches 1.0
+    assert twenty_seeds.failed(_run([0.0, 2.0, 3.0, -1.0]), standard)  # reached it, then ended below its start
+    assert not twenty_seeds.failed(_run([0.0, 0.0, 0.0, 1.0]), standard)  # reached it late: slow, not failed
+    flat = _run([0.0, 0.0, 0.0, 0.0])  # standard PPO never improves: no level, only the end counts
+    assert not twenty_seeds.failed(_run([0.0, 0.0, 0.0, 0.0]), flat)

@@ -172,9 +172,12 @@ def _comparison_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
     return table
 
 
-def failed(run: pd.DataFrame) -> bool:
-    """A failed seed: its final test return below its initial policy's (round 0)."""
-    return final_return(run) < curve(run)[0]
+def failed(run: pd.DataFrame, standard: pd.DataFrame) -> bool:
+    """A failed seed: its final test return below its initial policy's (round 0), or it never reaches the first level
+    of standard PPO's run of the same seed (its first return above round 0's, SE_ave's first level)."""
+    levels, _ = metrics.se_levels(curve(standard))
+    never_reached = levels.size > 0 and metrics.first_round_reaching(curve(run), levels[0]) is None
+    return final_return(run) < curve(run)[0] or never_reached
 
 
 def _arm_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
@@ -185,7 +188,7 @@ def _arm_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
     table = []
     for arm in ARMS:
         areas = area_per_seed(rows, env, arm.label)
-        failures = [seed for seed, of_arm in runs.items() if failed(of_arm[arm.label])]
+        failures = [seed for seed, of_arm in runs.items() if failed(of_arm[arm.label], of_arm[STANDARD.label])]
         se_ave = se.loc[se["arm"] == arm.label, "SE_ave"]
         table.append(
             {
@@ -277,10 +280,12 @@ OUTPUTS: tuple[Output, ...] = (
         f"(q-values); a question is decided when its q < {FDR:g} and its CI excludes 0.5 (P) or 0 (the mean), on "
         "the side the CI says; else it is a tie at the study's seeds. Per arm: AUC mean ± std over seeds; SE_ave as "
         "in Fig. 6b against standard PPO of the same seed, mean ± std (the paper's statistic) and median; a failed "
-        "seed ends (last evaluated round) below its initial policy's test return (round 0). The decision rule under no "
-        f"difference: for each primary comparison (IIF against standard PPO and against consensus), {NULL_SIMULATIONS} "
-        "null studies of as many seeds, each a resample of its paired AUC differences with random signs, judged by "
-        "the rule on unadjusted p-values (BH only raises them): the share decided, with its Wilson 95 % CI.",
+        "seed ends (last evaluated round) below its initial policy's test return (round 0), or never reaches the first "
+        "level of standard PPO's run of the same seed (its first test return above round 0's). The decision rule under "
+        "no difference: for each primary comparison (IIF against standard PPO and against consensus), "
+        f"{NULL_SIMULATIONS} null studies of as many seeds, each a resample of its paired AUC differences with random "
+        "signs, judged by the rule on unadjusted p-values (BH only raises them): the share decided, with its Wilson "
+        "95 % CI.",
         STUDY_RUNS,
         leaderboard,
     ),
