@@ -191,10 +191,7 @@ def test_a_broken_seeds_refusal_names_that_seeds_own_restart(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (
-            ["env=pong"],
-            "engine=stacked runs env.network.kind=mlp, cnn; env.network.kind=nature_cnn runs on engine=default",
-        ),
+        (["env=toxicity_tiny"], "engine=stacked runs env.agent=control only; this command has env.agent=lm"),
         (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
         (

@@ -252,20 +252,35 @@ def test_stacked_adam_steps_each_seed_as_torch_adam_steps_it_alone():
     assert [int(adam_state["state"][0]["step"]) for adam_state in (a.state_dict() for a in torch_adams)] == [4, 4, 5]
 
 
-def test_each_seeds_convolutions_are_todays_bit_for_bit():
-    """A seed's convolutions in the stack are its own conv2d, today's layers' bits (the stack's matmuls after them
-    round unlike today's)."""
-    cfg = compose_config(["env=minigrid"])
-    space, actions = gym.spaces.Box(0, 255, (3, 7, 7), np.uint8), gym.spaces.Discrete(3)
+IMAGE_NETWORKS = [("minigrid", (3, 7, 7), 11), ("pong", (4, 84, 84), 256)]  # the CNN, and Pong's nature_cnn (strided)
+
+
+@pytest.mark.parametrize("env, shape, levels", IMAGE_NETWORKS)
+def test_each_seeds_convolutions_are_engine_defaults_bit_for_bit(env, shape, levels):
+    """A seed's convolutions in the stack are its own conv2d, engine=default's layers' bits."""
+    cfg = compose_config([f"env={env}"])
+    space, actions = gym.spaces.Box(0, 255, shape, np.uint8), gym.spaces.Discrete(3)
     stack = StackedActorCritic.from_seeds(space, actions, cfg.env.network, [4, 1, 7])
-    images = torch.randint(0, 11, (3, 50, 3, 7, 7), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    draw = torch.Generator().manual_seed(0)
+    images = torch.randint(0, levels, (3, 20, *shape), generator=draw, dtype=torch.uint8)
+    convolutions_end = [isinstance(layer, torch.nn.Flatten) for layer in stack.features].index(True) + 1
     stacked = images
-    for layer in list(stack.features)[:6]:  # scale, conv, ReLU, conv, ReLU, flatten
+    for layer in list(stack.features)[:convolutions_end]:  # scale, each conv and its ReLU, flatten
         stacked = layer(stacked, None) if isinstance(layer, StackedConv2d) else layer(stacked)
     for k, seed in enumerate([4, 1, 7]):
-        today = ActorCritic(space, actions, cfg.env.network, torch_generator(spawn_streams(seed)["network"]))
-        convolutions = cast(torch.nn.Sequential, today.features)[0]
+        alone = ActorCritic(space, actions, cfg.env.network, torch_generator(spawn_streams(seed)["network"]))
+        convolutions = cast(torch.nn.Sequential, alone.features)[0]
         assert torch.equal(stacked[k], convolutions(images[k]))
+
+
+@pytest.mark.parametrize("env, shape, levels", IMAGE_NETWORKS)
+def test_an_image_networks_seed_gives_the_same_bits_alone_or_among_others(env, shape, levels):
+    cfg = compose_config([f"env={env}"])
+    space, actions = gym.spaces.Box(0, 255, shape, np.uint8), gym.spaces.Discrete(6)
+    images = torch.randint(0, levels, (3, 20, *shape), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
+    among = StackedActorCritic.from_seeds(space, actions, cfg.env.network, [4, 1, 7])(images)
+    alone = StackedActorCritic.from_seeds(space, actions, cfg.env.network, [1])(images[1:2])
+    assert all(torch.equal(mine[1], its[0]) for mine, its in zip(among, alone))
 
 
 def test_a_seeds_gradient_clip_is_the_same_alone_or_among_others():

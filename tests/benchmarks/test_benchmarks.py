@@ -127,19 +127,19 @@ def test_stacked_rounds_prints_every_stage_the_floor_and_a_table_row_per_n(monke
 
 
 def test_stacked_rounds_prints_the_engines_refusal_in_place_of_a_setting_it_cannot_run(monkeypatch, capfd):
-    """A network the stacked engine does not run (Pong's nature_cnn): its one-line reason, as check_engine gives it,
-    and no crash."""
+    """An env the stacked engine does not run (the language-model world): its one-line reason, as check_engine gives
+    it, and no crash."""
     from rlinfluence.choices import ConfigError
     from rlinfluence.config.engines import check_engine
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     stacked_rounds = importlib.import_module("stacked_rounds")
     with pytest.raises(ConfigError) as refusal:
-        check_engine(stacked_rounds.settings("pong", "iif", 2, 64, 2))
-    args = ["--envs", "pong", "--seeds", "2", "--n-steps", "64", "--eval-episodes", "2"]
+        check_engine(stacked_rounds.settings("toxicity_tiny", "iif", 2, 64, 2))
+    args = ["--envs", "toxicity_tiny", "--seeds", "2", "--n-steps", "64", "--eval-episodes", "2"]
     printed = run_benchmark("stacked_rounds.py", args, monkeypatch, capfd).out
     assert f"  refused: {refusal.value}\n" in printed
-    assert f"| pong | 2 | refused: {refusal.value} |" in printed
+    assert f"| toxicity_tiny | 2 | refused: {refusal.value} |" in printed
 
 
 def test_stacked_rounds_judges_the_targets_at_16_seeds_against_the_lower_floor(monkeypatch):

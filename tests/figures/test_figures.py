@@ -253,6 +253,9 @@ FIGURES = [
     "grpo_tiny_curves_recompute",
     "filters_profiles",
     "engine_equivalence_curves",
+    "twenty_seeds_paired_differences",
+    "twenty_seeds_profiles",
+    "twenty_seeds_iqm_curves",
 ]
 TABLES = [
     "fig6b_efficiency",
@@ -295,6 +298,7 @@ TABLES = [
     "filters_leaderboard",
     "engine_equivalence",
     "twenty_seeds_leaderboard",
+    "twenty_seeds_improvement",
 ]
 
 

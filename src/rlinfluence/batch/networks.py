@@ -118,7 +118,7 @@ def _layers(module: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
     return [
         (f"{name}.{leaf}" if leaf else name, layer)
         for leaf, layer in module.named_modules()
-        if not list(layer.children())
+        if not list(layer.children()) and not isinstance(layer, nn.Sequential)  # an empty body (Pong's) is no layer
     ]
 
 

@@ -9,7 +9,6 @@ from rlinfluence.choices import ConfigError, require, require_one_of
 
 DEFAULT, STACKED = "default", "stacked"
 ENGINES = (DEFAULT, STACKED)
-STACKED_NETWORKS = ("mlp", "cnn")  # env.network.kind: nature_cnn's strided convolutions are untested stacked
 # The settings whose non-default values the stacked round does not implement: key, the value it runs.
 STACKED_ONLY = (
     ("task", "train"),
@@ -39,9 +38,3 @@ def check_engine(cfg: DictConfig) -> None:
     for key, value in STACKED_ONLY:
         actual = OmegaConf.select(cfg, key)
         require(actual == value, f"engine=stacked runs {key}={value} only; this command has {key}={actual}")
-    kind = cfg.env.network.kind
-    require(
-        kind in STACKED_NETWORKS,
-        f"engine=stacked runs env.network.kind={', '.join(STACKED_NETWORKS)}; env.network.kind={kind} runs on "
-        "engine=default",
-    )
