@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
 from rlinfluence.batch.engine import stacked_round
@@ -352,3 +353,16 @@ def test_a_command_line_seed_sweep_replaces_an_overlays_once_packed(tmp_path):
     jobs = check_sweep(replaced(overrides, pack_seeds(overrides)))
     # the overlay's own seed sweep (range(0,5)) would run the packed job once per its seeds
     assert sorted(job.run_dir.name for job in jobs) == ["seed0", "seed1", "seed2"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
+@pytest.mark.parametrize("env", ["frozenlake", "doorkey"])  # an MLP with SGD; a CNN with Adam
+def test_a_stacked_set_trains_on_cuda(tmp_path, env):
+    """The stack, its optimizer, records and scores on the GPU: each seed trains its rounds to finite returns, and its
+    identity names the device."""
+    run_task(tiny(tmp_path, *STACKED, *SMALL_EVALUATION, f"env={env}", "method=iif", "device=cuda", "seeds=[0,1,2]"))
+    for seed in (0, 1, 2):
+        rows = metrics_rows(seed_dir(tmp_path, seed), timings=False)
+        assert [row["round"] for row in rows] == ["0", "1", "2", "3"]
+        assert all(np.isfinite(float(row["test_return"])) for row in rows)
+        assert json.loads((seed_dir(tmp_path, seed) / IDENTITY).read_text())["settings"]["device"] == "cuda"

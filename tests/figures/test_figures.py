@@ -333,8 +333,7 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "main.csv",
         "p_ablation.csv",
         "sb3.csv",
-        "twenty_seeds.acrobot.csv",  # one CSV per env (runs.ONE_CSV_PER_ENV)
-        "twenty_seeds.frozenlake.csv",
+        *sorted(f"twenty_seeds.{env}.csv" for env in twenty_seeds.STUDY_ENVS),  # one per env (runs.ONE_CSV_PER_ENV)
     ]
     main = pd.read_csv(data_dir / "main.csv")
     # These runs recorded no hardware (their summary.json has no provenance): a CSV has no column for it.

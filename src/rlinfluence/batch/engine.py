@@ -44,9 +44,9 @@ def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) 
     simulator = collection_simulator(trainers)
     rollouts = [trainer.start_rollout() for trainer in trainers]
     for t in range(rollouts[0].n_steps):
-        obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]))
-        noise = torch.stack([rollout.noise[t] for rollout in rollouts])
-        actions = model.sample_actions(obs, noise).numpy()
+        obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]), device=model.device)
+        noise = torch.stack([rollout.noise[t] for rollout in rollouts]).to(model.device)
+        actions = model.sample_actions(obs, noise).cpu().numpy()
         for rollout, seed_actions, seed_taken in zip(rollouts, actions, simulator_steps(simulator, actions)):
             rollout.act(t, seed_actions, seed_taken)
     return [
@@ -76,7 +76,8 @@ def stacked_method_scores(
         return [None] * len(trainers)
     target = first.method.scored_target(first.target)
     if all(OmegaConf.select(first.cfg, key) == value for key, value in STACK_SCORED):
-        return list(stacked_influence_scores(model, records, target, ppo, first.cfg.influence.chunk_size).numpy())
+        scores = stacked_influence_scores(model, records, target, ppo, first.cfg.influence.chunk_size)
+        return list(scores.cpu().numpy())
     return [trainer.attribution(buffer)(target) for trainer, buffer in zip(trainers, records)]
 
 

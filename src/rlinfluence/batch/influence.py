@@ -40,6 +40,7 @@ def stacked_influence_scores(
     """[seeds, records]: row k is influence.influence_scores of seed k's network on buffers[k]."""
     if len(buffers) != model.n_seeds or len({len(buffer) for buffer in buffers}) != 1:
         raise ValueError(f"{len(buffers)} buffers (of sizes {[len(b) for b in buffers]}) for {model.n_seeds} seeds")
+    buffers = [buffer.to(model.device) for buffer in buffers]  # the run's device, where its target scores them too
     policy = _StackedPolicy(model)
     # The policy's parameters (ActorCritic.policy_parameter_names'): the value path's are not attributed.
     params: Params = {
@@ -53,11 +54,12 @@ def stacked_influence_scores(
 
     def seed_policy(p: Params, k: int):
         """Seed k's (obs, actions) -> (log π, entropy), as the target asks of a policy."""
-        seed = torch.tensor([k])
+        seed = torch.tensor([k], device=model.device)
         return lambda o, a: tuple(out[0] for out in functional_call(policy, p, (o.unsqueeze(0), a.unsqueeze(0), seed)))
 
     def target_losses(p: Params) -> torch.Tensor:
-        return sum((target.loss(seed_policy(p, k), buffer) for k, buffer in enumerate(buffers)), torch.tensor(0.0))
+        losses = (target.loss(seed_policy(p, k), buffer) for k, buffer in enumerate(buffers))
+        return sum(losses, torch.zeros((), device=model.device))
 
     direction = gradient(target_losses, params)
     with torch.no_grad():

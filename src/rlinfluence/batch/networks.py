@@ -232,6 +232,11 @@ class StackedActorCritic(nn.Module):
             ]
         )
 
+    @property
+    def device(self) -> torch.device:
+        """Where the stack's parameters live (the run's `device`): the tensors it is given are moved there."""
+        return self.value_head.weight.device
+
     def forward(self, obs: torch.Tensor, seeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [m, B, *obs_shape] -> (the action head's output [m, B, actions or action_dim], values [m, B]),
         m = all seeds or len(seeds)."""
@@ -283,14 +288,17 @@ class SeedCritic:
     numpy out, through the stack's kernels (a slice's bits do not depend on the stack's other seeds)."""
 
     def __init__(self, model: StackedActorCritic, k: int):
-        self.model, self.seeds = model, torch.tensor([k])
+        self.model, self.seeds = model, torch.tensor([k], device=model.device)
+
+    def _on_device(self, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, device=self.model.device).unsqueeze(0)
 
     @torch.no_grad()
     def values_and_log_probs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        head_out, values = self.model(torch.as_tensor(obs).unsqueeze(0), self.seeds)
-        log_prob, _ = self.model.log_prob_entropy(head_out, torch.as_tensor(actions).unsqueeze(0), self.seeds)
-        return values[0].numpy(), log_prob[0].numpy()
+        head_out, values = self.model(self._on_device(obs), self.seeds)
+        log_prob, _ = self.model.log_prob_entropy(head_out, self._on_device(actions), self.seeds)
+        return values[0].cpu().numpy(), log_prob[0].cpu().numpy()
 
     @torch.no_grad()
     def values(self, obs: np.ndarray) -> np.ndarray:
-        return self.model(torch.as_tensor(obs).unsqueeze(0), self.seeds)[1][0].numpy()
+        return self.model(self._on_device(obs), self.seeds)[1][0].cpu().numpy()

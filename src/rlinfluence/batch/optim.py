@@ -69,10 +69,11 @@ class StackedAdam:
         for k in seeds:
             self.steps[k] += 1
         counts = [self.steps[k] for k in seeds]
-        step_size = torch.tensor([-self.lr / (1 - beta1**count) for count in counts])
-        root_correction = torch.tensor([(1 - beta2**count) ** 0.5 for count in counts])
+        device = self.model.device
+        step_size = torch.tensor([-self.lr / (1 - beta1**count) for count in counts], device=device)
+        root_correction = torch.tensor([(1 - beta2**count) ** 0.5 for count in counts], device=device)
         every = len(seeds) == self.model.n_seeds  # then in place, without gathering the slices
-        index = torch.tensor(seeds)
+        index = torch.tensor(seeds, device=device)
         for (_, layer, attr), exp_avg, exp_avg_sq in zip(self.parameters, *self.moments.values()):
             param: torch.Tensor = getattr(layer, attr)
             assert param.grad is not None  # every parameter is in every seed's loss

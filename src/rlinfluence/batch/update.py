@@ -61,7 +61,7 @@ def _minibatch_step(
 ) -> torch.Tensor:
     """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
     each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics."""
-    group_ids = torch.tensor(group)
+    group_ids = torch.tensor(group, device=model.device)
     seeds = None if len(group) == model.n_seeds else group_ids
     n_records = len(records["obs"]) // model.n_seeds
     flat_ids = (group_ids.unsqueeze(1) * n_records + ids).flatten()  # one index_select per field
@@ -115,14 +115,17 @@ def stacked_ppo_update(
         raise ValueError(f"the seeds' buffers must hold as many records each; they hold {sizes}")
     # the seeds' records concatenated once for the round (seed k's from k * len(buffers[k])), each step's
     # minibatches gathered from them by index
-    records = {name: torch.cat([getattr(buffer, name) for buffer in buffers]) for name in RECORD_FIELDS}
+    records = {
+        name: torch.cat([getattr(buffer, name) for buffer in buffers]).to(model.device) for name in RECORD_FIELDS
+    }
     schedules = [_minibatches(selection, ppo, rng) for selection, rng in zip(selections, rngs)]
-    sums = torch.zeros(n, len(STATS))
-    steps = torch.zeros(n, dtype=torch.long)
+    sums = torch.zeros(n, len(STATS), device=model.device)
+    steps = torch.zeros(n, dtype=torch.long, device=model.device)
     while batches := {k: ids for k, schedule in enumerate(schedules) if (ids := next(schedule, None)) is not None}:
         for size in sorted({len(ids) for ids in batches.values()}):
             group = [k for k, ids in batches.items() if len(ids) == size]
-            stats = _minibatch_step(model, optimizer, records, torch.stack([batches[k] for k in group]), group, ppo)
+            ids = torch.stack([batches[k] for k in group]).to(model.device)
+            stats = _minibatch_step(model, optimizer, records, ids, group, ppo)
             sums[group] += stats
             steps[group] += 1
     means = sums / steps.clamp(min=1).unsqueeze(1)

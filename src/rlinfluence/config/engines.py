@@ -14,7 +14,6 @@ STACKED_ONLY = (
     ("task", "train"),
     ("env.agent", "control"),
     ("influence.checkpoints", "round_start"),  # every-step influence hooks into a seed's own update
-    ("device", "cpu"),
 )
 
 
