@@ -97,10 +97,11 @@ LOGGED_MEANS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fract
         "method=ppo corruption.fraction=0.1 corruption.kind=reward",
     ],
 )
-def test_a_stacked_seed_scored_by_its_own_trainer_trains_what_engine_default_trains(tmp_path, settings):
+def test_a_stacked_seed_scored_by_its_own_trainer_gets_engine_defaults_rows(tmp_path, settings):
     """Under influence settings the stack's pass does not compute, and with planted records, a stacked seed's
-    scores are its Trainer's (engine=default's), so its run is engine=default's run of that seed: the same records,
-    selections, planted-record detection and test returns, round by round (SGD, the pinned kernels)."""
+    scores are its Trainer's (engine=default's), and its rows are engine=default's rows of that seed: the same
+    records, selections, planted-record detection and test returns, round by round (SGD, the pinned kernels; the
+    weights' last bits differ, the stack's update rounding unlike engine=default's)."""
     common = ("env=frozenlake", "env.rounds=3", *SMALL_EVALUATION, *settings.split())
     run_task(tiny(tmp_path / "default", *common, "seed=1"))
     run_task(tiny(tmp_path / "stacked", *common, "engine=stacked", "seeds=[0,1]"))
@@ -193,7 +194,11 @@ def test_a_broken_seeds_refusal_names_that_seeds_own_restart(tmp_path):
     "overrides, message",
     [
         (["env=toxicity_tiny"], "engine=stacked runs env.agent=control only; this command has env.agent=lm"),
-        (["task=diagnose"], "engine=stacked runs task=train only; this command has task=diagnose"),
+        (
+            ["task=diagnose", "seeds=[0,1]"],
+            "task=diagnose looks into one seed's run: give engine=stacked seed=K, not seeds=[0, 1] (a set of seeds is "
+            "task=train's)",
+        ),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
         (
             ["influence.checkpoints=every_step"],
@@ -366,3 +371,16 @@ def test_a_stacked_set_trains_on_cuda(tmp_path, env):
         assert [row["round"] for row in rows] == ["0", "1", "2", "3"]
         assert all(np.isfinite(float(row["test_return"])) for row in rows)
         assert json.loads((seed_dir(tmp_path, seed) / IDENTITY).read_text())["settings"]["device"] == "cuda"
+
+
+@pytest.mark.parametrize("task", ["intervene", "counterfactual"])
+def test_an_analysis_looks_into_a_seed_trained_by_the_stacked_engine(tmp_path, task):
+    """The analysis trains its standard run on engine=stacked (its own run dir: engine=stacked is in its identity)
+    and replays its rounds from the run's snapshots: with SGD under the pinned kernels, the replayed update of every
+    record gives the run's own weights, bit for bit (matches_run)."""
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    common = ("env=frozenlake", "env.rounds=3", "eval.episodes=4", f"task={task}", f"figures.data_dir={data}")
+    table = run_task(tiny(runs, *common, "engine=stacked", "seed=1"))
+    assert (table["matches_run"].dropna() == True).all() and table["matches_run"].notna().any()  # noqa: E712
+    [identity] = runs.rglob(IDENTITY)
+    assert json.loads(identity.read_text())["settings"]["engine"] == "stacked"

@@ -19,6 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from rlinfluence.batch.engine import seed_trainer
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import default_config
 from rlinfluence.config.paths import check_writable
@@ -168,7 +169,7 @@ def analyse_rounds(
     run_dir = ensure_standard_run(run_cfg)
     started = time.perf_counter()
     torch.set_num_threads(run_cfg.torch_threads)
-    trainer = Trainer(run_cfg)
+    trainer = seed_trainer(run_cfg)  # engine=stacked's run replays through its one-seed stack
     try:
         parts = [
             analyse_round(trainer, run_dir, k)

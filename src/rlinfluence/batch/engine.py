@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.batch.collect import collection_simulator, simulator_steps
 from rlinfluence.batch.evaluation import stacked_evaluation
@@ -30,11 +30,13 @@ from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
 from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
+from rlinfluence.config.engines import STACKED
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.trainer import Trainer
+from rlinfluence.control.trainer import ControlInfluence, Trainer
 from rlinfluence.corruption import plants
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, round_row
+from rlinfluence.selection import Selection
 
 
 @torch.no_grad()
@@ -81,6 +83,47 @@ def stacked_method_scores(
     return [trainer.attribution(buffer)(target) for trainer, buffer in zip(trainers, records)]
 
 
+def stacked_update(
+    model: StackedActorCritic,
+    trainers: list[Trainer],
+    records: list[RolloutBuffer],
+    selections: list[Selection],
+    k: int,
+) -> list[dict[str, float]]:
+    """Round k's PPO update of every seed on its selected records, through the stack; each seed's statistics. Each
+    seed's network and optimizer are left as the update leaves its slice: they collect, evaluate and checkpoint."""
+    first = trainers[0]
+    seed_optimizers = [(trainer.model, trainer.optimizer) for trainer in trainers]
+    optimizer = stacked_optimizer(first.cfg.optimizer.name, model, seed_optimizers, first.learning_rate(k))
+    ppo = first.ppo_settings(k)
+    stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers])
+    for i, trainer in enumerate(trainers):
+        trainer.model.load_state_dict(model.seed_state_dict(i))
+    optimizer.keep(seed_optimizers)  # Adam's state carries on in each seed's optimizer (and checkpoint)
+    return stats
+
+
+class StackedSeed(Trainer):
+    """One seed of engine=stacked on its own: a Trainer whose round collects and updates through a one-seed stack,
+    as its set trains it (a seed's slice has the same bits alone or among others). The analyses replay a stacked
+    run's rounds with it, so that the replayed update of the run's own selection gives the run's own weights."""
+
+    def collect(self, k: int) -> RolloutBuffer:
+        [records] = stacked_collect(StackedActorCritic([self.model]), [self], k)
+        return records
+
+    def update(
+        self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None
+    ) -> dict[str, float]:
+        [stats] = stacked_update(StackedActorCritic([self.model]), [self], [buffer], [selection], k)
+        return stats
+
+
+def seed_trainer(cfg: DictConfig) -> Trainer:
+    """The control agent of one seed as its run's engine trains it: engine=stacked's StackedSeed, else a Trainer."""
+    return StackedSeed(cfg) if cfg.engine == STACKED else Trainer(cfg)
+
+
 def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     """Round k of each seed's run (round.run_round's stages), the influence and update of all seeds at once; the
     seeds' metrics rows. A stage's seconds are the batch's, shared equally among its seeds."""
@@ -99,12 +142,7 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
         for trainer, buffer, seed_scores in zip(trainers, records, scores)
     ]
     watch.lap("time_select")
-    seed_optimizers = [(trainer.model, trainer.optimizer) for trainer in trainers]
-    optimizer = stacked_optimizer(first.cfg.optimizer.name, model, seed_optimizers, first.learning_rate(k))
-    stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers])
-    for i, trainer in enumerate(trainers):  # each seed's own network collects and evaluates, and is checkpointed
-        trainer.model.load_state_dict(model.seed_state_dict(i))
-    optimizer.keep(seed_optimizers)  # Adam's state carries on in each seed's optimizer (and checkpoint)
+    stats = stacked_update(model, trainers, records, selections, k)
     watch.lap("time_update")
     evaluations = stacked_evaluation(trainers, k)
     watch.lap("time_eval")

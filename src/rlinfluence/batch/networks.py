@@ -9,9 +9,9 @@ for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threa
 slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends to another
 kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN is tested the same
 way (tests/batch/). Under a CPU's native kernels these round differently from engine=default's `nn.Linear`
-(addmm). Under the pinned kernels (kernels.py) a one-seed stack trained engine=default's run of every SGD preset
-measured (docs/reproduction/stacked.md, "One seed stacked"): the same selections and test returns, the logged loss
-means aside; with Adam the stack's own Adam arithmetic (batch/optim.py) parts them.
+(addmm). Under the pinned kernels (kernels.py) a one-seed stack gave engine=default's rows of every SGD preset
+measured (docs/reproduction/stacked.md, "One seed stacked": the same selections and test returns), though not its
+weights' last bits; with Adam the stack's own Adam arithmetic (batch/optim.py) parts the rows too.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ DEFAULT, STACKED = "default", "stacked"
 ENGINES = (DEFAULT, STACKED)
 # The settings whose non-default values the stacked round does not implement: key, the value it runs.
 STACKED_ONLY = (
-    ("task", "train"),
     ("env.agent", "control"),
     ("influence.checkpoints", "round_start"),  # every-step influence hooks into a seed's own update
 )
@@ -29,6 +28,12 @@ def check_engine(cfg: DictConfig) -> None:
         if cfg.seeds is not None:
             raise ConfigError(f"seeds={list(cfg.seeds)} lists the seeds of engine=stacked: add engine=stacked")
         return
+    if cfg.task != "train":  # an analysis trains and looks into one seed's run, on whichever engine
+        require(
+            cfg.seeds is None,
+            f"task={cfg.task} looks into one seed's run: give engine=stacked seed=K, not seeds={list(cfg.seeds or [])} "
+            "(a set of seeds is task=train's)",
+        )
     seeds = seed_list(cfg)
     require(
         len(seeds) > 0 and all(seed >= 0 for seed in seeds) and len(set(seeds)) == len(seeds),
