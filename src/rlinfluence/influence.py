@@ -301,7 +301,8 @@ PRECONDITIONERS: dict[str, Callable[..., Params | None]] = {
     "adam": adam_preconditioner,
 }
 # checkpoints: the round-start scores alone, or also their every-step sums (StepInfluence, in the round loop)
-CHECKPOINTS = ("round_start", "every_step")
+EVERY_STEP = "every_step"
+CHECKPOINTS = ("round_start", EVERY_STEP)
 
 
 def rank_agreement(round_start: np.ndarray, every_step: np.ndarray, trained: np.ndarray) -> float:

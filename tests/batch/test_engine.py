@@ -67,6 +67,7 @@ SMALL_EVALUATION = ("eval.episodes=7", "eval.n_parallel=3")
         ("frozenlake", "iif protocol=paper", BATCHES[:2]),  # Â per chunk of the seed's own random partition
         ("doorkey", "iif influence.preconditioner=adam", BATCHES[:2]),  # the seed's own Adam moments
         ("acrobot", "iif influence.backend=reference", BATCHES[:2]),
+        ("frozenlake", "iif influence.checkpoints=every_step", BATCHES[:2]),  # summed at each seed's θ_j in the stack
         # planted records: each seed's own, every arm scored to rank them (ppo too)
         ("acrobot", "iif corruption.fraction=0.1 corruption.kind=advantage_sign", BATCHES[:2]),
         ("frozenlake", "ppo corruption.fraction=0.1 corruption.kind=reward", BATCHES[:2]),
@@ -200,11 +201,6 @@ def test_a_broken_seeds_refusal_names_that_seeds_own_restart(tmp_path):
             "task=train's)",
         ),
         (["seeds=[1,1]"], "seeds=[1, 1] must list distinct seeds >= 0"),
-        (
-            ["influence.checkpoints=every_step"],
-            "engine=stacked runs influence.checkpoints=round_start only; this command has "
-            "influence.checkpoints=every_step",
-        ),
     ],
 )
 def test_what_the_stacked_engine_cannot_run_is_refused_in_one_line(overrides, message):
@@ -384,3 +380,13 @@ def test_an_analysis_looks_into_a_seed_trained_by_the_stacked_engine(tmp_path, t
     assert (table["matches_run"].dropna() == True).all() and table["matches_run"].notna().any()  # noqa: E712
     [identity] = runs.rglob(IDENTITY)
     assert json.loads(identity.read_text())["settings"]["engine"] == "stacked"
+
+
+def test_every_step_influence_is_summed_for_each_stacked_seed(tmp_path):
+    """influence.checkpoints=every_step on the stack: each seed's rows carry how well its round-start scores rank its
+    every-step influence, a rank correlation in every trained round."""
+    every_step = ("method=iif", "influence.checkpoints=every_step", "seeds=[0,1]")
+    run_task(tiny(tmp_path, *STACKED, *SMALL_EVALUATION, *every_step))
+    for seed in (0, 1):
+        rows = metrics_rows(seed_dir(tmp_path, seed), timings=False)[1:]
+        assert len(rows) == 3 and all(-1 <= float(row["influence_step_spearman"]) <= 1 for row in rows)

@@ -32,11 +32,13 @@ from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.config.engines import STACKED
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.trainer import ControlInfluence, Trainer
+from rlinfluence.control.trainer import ControlInfluence, Trainer, step_agreement
 from rlinfluence.corruption import plants
+from rlinfluence.influence import EVERY_STEP, StepInfluence
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, round_row
 from rlinfluence.selection import Selection
+from rlinfluence.update import StepHook
 
 
 @torch.no_grad()
@@ -72,9 +74,10 @@ def stacked_method_scores(
     """Each seed's round-start scores on the target its method ranks by (Trainer.attribute's: target.name's, or
     the method's own, method=consensus's round mean loss), all seeds in one pass where the influence settings are
     the stack's; None where neither the method needs them (ppo, advantage, td_error) nor a corrupted round ranks its
-    planted records by them."""
+    planted records by them nor every-step influence is compared with them."""
     first = trainers[0]
-    if not (first.method.needs_scores or plants(first.cfg.corruption.fraction)):
+    every_step = first.cfg.influence.checkpoints == EVERY_STEP  # its sums are compared with the round-start scores
+    if not (first.method.needs_scores or plants(first.cfg.corruption.fraction) or every_step):
         return [None] * len(trainers)
     target = first.method.scored_target(first.target)
     if all(OmegaConf.select(first.cfg, key) == value for key, value in STACK_SCORED):
@@ -83,23 +86,52 @@ def stacked_method_scores(
     return [trainer.attribution(buffer)(target) for trainer, buffer in zip(trainers, records)]
 
 
+def step_influences(trainers: list[Trainer], records: list[RolloutBuffer], k: int) -> list[StepInfluence | None]:
+    """influence.checkpoints=every_step: each seed's multi-checkpoint influence (Trainer.attribute's), to be summed
+    during its update; None for each seed otherwise."""
+    first = trainers[0]
+    if first.cfg.influence.checkpoints != EVERY_STEP:
+        return [None] * len(trainers)
+    target = first.method.scored_target(first.target)
+    return [
+        StepInfluence(trainer.model, buffer, target, trainer.ppo_settings(k), trainer.learning_rate(k))
+        for trainer, buffer in zip(trainers, records)
+    ]
+
+
+def _at_its_theta(model: StackedActorCritic, i: int, trainer: Trainer, steps: StepInfluence) -> StepHook:
+    """Seed i's every-step hook: its network takes the stack's θ_j of its slice, then its influence adds the step."""
+
+    def on_step(ids: torch.Tensor, advantages: torch.Tensor) -> None:
+        trainer.model.load_state_dict(model.seed_state_dict(i))
+        steps.add_step(ids, advantages)
+
+    return on_step
+
+
 def stacked_update(
     model: StackedActorCritic,
     trainers: list[Trainer],
     records: list[RolloutBuffer],
     selections: list[Selection],
     k: int,
+    influences: list[ControlInfluence] | None = None,
 ) -> list[dict[str, float]]:
-    """Round k's PPO update of every seed on its selected records, through the stack; each seed's statistics. Each
-    seed's network and optimizer are left as the update leaves its slice: they collect, evaluate and checkpoint."""
+    """Round k's PPO update of every seed on its selected records, through the stack; each seed's statistics (and,
+    with every-step influence in `influences`, how well its round-start scores rank it). Each seed's network and
+    optimizer are left as the update leaves its slice: they collect, evaluate and checkpoint."""
     first = trainers[0]
+    steps = [influence.steps for influence in influences] if influences else [None] * len(trainers)
+    hooks = [None if s is None else _at_its_theta(model, i, trainers[i], s) for i, s in enumerate(steps)]
     seed_optimizers = [(trainer.model, trainer.optimizer) for trainer in trainers]
     optimizer = stacked_optimizer(first.cfg.optimizer.name, model, seed_optimizers, first.learning_rate(k))
     ppo = first.ppo_settings(k)
-    stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers])
+    stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers], hooks)
     for i, trainer in enumerate(trainers):
         trainer.model.load_state_dict(model.seed_state_dict(i))
     optimizer.keep(seed_optimizers)  # Adam's state carries on in each seed's optimizer (and checkpoint)
+    for seed_stats, influence, selection in zip(stats, influences or [], selections):
+        seed_stats |= step_agreement(influence, selection)
     return stats
 
 
@@ -115,7 +147,8 @@ class StackedSeed(Trainer):
     def update(
         self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None
     ) -> dict[str, float]:
-        [stats] = stacked_update(StackedActorCritic([self.model]), [self], [buffer], [selection], k)
+        influences = None if influence is None else [influence]
+        [stats] = stacked_update(StackedActorCritic([self.model]), [self], [buffer], [selection], k, influences)
         return stats
 
 
@@ -142,7 +175,11 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
         for trainer, buffer, seed_scores in zip(trainers, records, scores)
     ]
     watch.lap("time_select")
-    stats = stacked_update(model, trainers, records, selections, k)
+    influences = [
+        ControlInfluence(seed_scores, steps=steps)
+        for seed_scores, steps in zip(scores, step_influences(trainers, records, k))
+    ]
+    stats = stacked_update(model, trainers, records, selections, k, influences)
     watch.lap("time_update")
     evaluations = stacked_evaluation(trainers, k)
     watch.lap("time_eval")

@@ -11,7 +11,7 @@ backward, which gives each seed exactly its own gradient.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from rlinfluence.config.schema import PPOConfig
 from rlinfluence.losses import normalize_rows, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
-from rlinfluence.update import minibatch_ids
+from rlinfluence.update import StepHook, minibatch_ids
 
 STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -58,9 +58,11 @@ def _minibatch_step(
     ids: torch.Tensor,
     group: list[int],
     ppo: PPOConfig,
+    on_steps: Sequence[StepHook | None],
 ) -> torch.Tensor:
     """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
-    each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics."""
+    each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics. A seed's
+    `on_steps` hook (every-step influence) is called at θ_j, before the step, as engine=default's update calls it."""
     group_ids = torch.tensor(group, device=model.device)
     seeds = None if len(group) == model.n_seeds else group_ids
     n_records = len(records["obs"]) // model.n_seeds
@@ -77,6 +79,9 @@ def _minibatch_step(
         log_prob, old_log_prob, advantages, clip_range, entropy, float(ppo.ent_coef)
     ).mean(-1)
     value_loss = value_loss_per_record(values, returns).mean(-1)
+    for row, k in enumerate(group):
+        if (on_step := on_steps[k]) is not None:
+            on_step(ids[row], advantages[row])
     optimizer.zero_grad()
     (policy_loss + float(ppo.vf_coef) * value_loss).sum().backward()
     if ppo.max_grad_norm is not None:
@@ -103,8 +108,10 @@ def stacked_ppo_update(
     selections: list[Selection],
     ppo: PPOConfig,
     rngs: list[np.random.Generator],
+    on_steps: Sequence[StepHook | None] | None = None,
 ) -> list[dict[str, float]]:
-    """engine=default's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]); each seed's statistics."""
+    """engine=default's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]), with its hook
+    on_steps[k] if any; each seed's statistics."""
     n = model.n_seeds
     if not len(buffers) == len(selections) == len(rngs) == n:
         raise ValueError(
@@ -125,7 +132,7 @@ def stacked_ppo_update(
         for size in sorted({len(ids) for ids in batches.values()}):
             group = [k for k, ids in batches.items() if len(ids) == size]
             ids = torch.stack([batches[k] for k in group]).to(model.device)
-            stats = _minibatch_step(model, optimizer, records, ids, group, ppo)
+            stats = _minibatch_step(model, optimizer, records, ids, group, ppo, on_steps or [None] * n)
             sums[group] += stats
             steps[group] += 1
     means = sums / steps.clamp(min=1).unsqueeze(1)

@@ -10,10 +10,7 @@ from rlinfluence.choices import ConfigError, require, require_one_of
 DEFAULT, STACKED = "default", "stacked"
 ENGINES = (DEFAULT, STACKED)
 # The settings whose non-default values the stacked round does not implement: key, the value it runs.
-STACKED_ONLY = (
-    ("env.agent", "control"),
-    ("influence.checkpoints", "round_start"),  # every-step influence hooks into a seed's own update
-)
+STACKED_ONLY = (("env.agent", "control"),)
 
 
 def seed_list(cfg: DictConfig) -> list[int]:

@@ -17,7 +17,7 @@ from rlinfluence.control.fit import check_action_target, check_env
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.corruption import ADVANTAGE_SIGN, REWARD, negate_planted_advantages, planted_records
 from rlinfluence.envs.make import space_shape
-from rlinfluence.influence import StepInfluence, rank_agreement, round_attribution
+from rlinfluence.influence import EVERY_STEP, StepInfluence, rank_agreement, round_attribution
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import COLUMNS
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
@@ -31,6 +31,18 @@ NAN = float("nan")
 @dataclass
 class ControlInfluence(Influence):
     steps: StepInfluence | None = None  # influence.checkpoints=every_step: summed during the update
+
+
+def step_agreement(influence: ControlInfluence | None, selection: Selection) -> dict[str, float]:
+    """With every-step influence, how well the round-start scores rank it (the row's influence_step_spearman)."""
+    if influence is None or influence.steps is None:
+        return {}
+    assert influence.scores is not None  # the round-start scores are computed beside the steps
+    return {
+        "influence_step_spearman": rank_agreement(
+            influence.scores, influence.steps.scores.cpu().numpy(), selection.keep
+        )
+    }
 
 
 class Trainer:
@@ -149,7 +161,7 @@ class Trainer:
         ranking is measured); with influence.checkpoints=every_step, the paper's multi-checkpoint influence
         too, summed during round k's update, and the round-start scores it is compared with."""
         steps, target = None, self.method.scored_target(self.target)  # method=consensus: the round's mean loss
-        if self.cfg.influence.checkpoints == "every_step":
+        if self.cfg.influence.checkpoints == EVERY_STEP:
             steps = StepInfluence(self.model, buffer, target, self.ppo_settings(k), self.learning_rate(k))
         measured = buffer.planted is not None  # a corrupted run scores every arm, to rank its planted records
         if not (self.method.needs_scores or steps or measured):
@@ -174,12 +186,7 @@ class Trainer:
             self.shuffle_rng,
             on_step=None if steps is None else steps.add_step,
         )
-        if steps is None:
-            return stats
-        assert influence is not None and influence.scores is not None  # attribute() scores with the steps
-        return stats | {
-            "influence_step_spearman": rank_agreement(influence.scores, steps.scores.cpu().numpy(), selection.keep)
-        }
+        return stats | step_agreement(influence, selection)
 
     def evaluate(self, k: int) -> dict[str, float]:
         return self.evaluator.evaluate(self.model, k)
