@@ -281,3 +281,21 @@ def test_the_twenty_seed_sections_false_decision_rates_are_the_leaderboards_rang
     ).groups()
     assert len(rates[4]) >= 4  # two primary comparisons in each env
     assert quoted == tuple(f"{f(rates[column]):.1f}" for column in (4, 5) for f in (min, max))
+
+
+def test_the_twenty_seed_sections_minigrid_verdicts_are_the_leaderboards():
+    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
+    minigrid = board.split("## MiniGrid: paired by seed")[1].split("\n## ")[0]
+    rows = {}
+    for line in minigrid.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[2].isdigit():
+            rows[(cells[0], cells[1])] = cells
+    decided = ("decided: better", "decided: better")
+    assert (rows[("IIF", "Standard PPO")][5], rows[("IIF", "Standard PPO")][8]) == decided
+    assert rows[("IIF", "Standard PPO")][3].startswith("1.00 ")  # "every one of the 20 seeds ahead"
+    assert (rows[("Consensus", "Standard PPO")][5], rows[("Consensus", "Standard PPO")][8]) == decided
+    assert (rows[("IIF", "Consensus")][5], rows[("IIF", "Consensus")][8]) == ("tie at 20 seeds", "tie at 20 seeds")
+    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    claim = "On MiniGrid IIF is decided better than standard PPO on both questions (every one of the 20 seeds ahead)"
+    assert claim in section
