@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from rlinfluence.launch import manifest as mf, slurm
-from rlinfluence.launch.manifest import ArrayChunk, Manifest, Run, compress_ranges, expand_sweep, split_into_arrays
+from rlinfluence.launch.manifest import (
+    ArrayChunk,
+    Manifest,
+    Run,
+    compress_ranges,
+    expand_sweep,
+    pack_seed_sweep,
+    split_into_arrays,
+)
 
 REPO = Path(__file__).resolve().parents[2]  # tests/launch/ is two levels below the repo root
 SCRIPT = REPO / "sbatch" / "run_array.sbatch"
@@ -394,3 +402,10 @@ def test_status_counts_each_seed_and_a_block_is_done_when_all_its_seeds_are(tmp_
     out = capsys.readouterr().out
     assert "4 runs in 2 tasks: 3 done, 0 queued or running, 1 to do" in out
     assert "1\tto do\tengine=stacked 'seeds=[2,3]'\truns/t/seed2 runs/t/seed3" in out
+
+
+def test_an_analysis_seed_sweep_on_the_stacked_engine_stays_a_job_per_seed():
+    """An analysis looks into one seed's run, so `-m task=intervene engine=stacked seed=0,1` is not packed into
+    seeds=[0,1] (which an analysis refuses); training's is."""
+    assert pack_seed_sweep(["task=intervene", "engine=stacked", "seed=0,1"]) == {}
+    assert pack_seed_sweep(["task=train", "engine=stacked", "seed=0,1"]) == {"seed=0,1": ["seeds=[0,1]", "seed=0"]}

@@ -100,7 +100,8 @@ def pack_seed_sweep(overrides: Sequence[str], seeds_per_job: int | None = None) 
     seeds=[0,1],[2,3]). Returns {the seed sweep: the overrides that replace it} (`replaced`), empty when there is
     none to pack; ConfigError for one it cannot pack. The replacement pins seed to the first seed, so that an
     overlay's own seed sweep does not run each job again per seed. A seed swept by an overlay's
-    hydra.sweeper.params alone is left as it is (one stacked job per seed)."""
+    hydra.sweeper.params alone is left as it is (one stacked job per seed), and so is an analysis's (a job per
+    seed)."""
     from rlinfluence.choices import ConfigError
     from rlinfluence.config.engines import STACKED
     from rlinfluence.config.seeds import overrides_by_key
@@ -108,8 +109,10 @@ def pack_seed_sweep(overrides: Sequence[str], seeds_per_job: int | None = None) 
     parsed = overrides_by_key(overrides)
     if parsed is None:
         return {}  # Hydra says what is wrong with it
-    engine, seed = parsed.get("engine"), parsed.get("seed")
+    engine, seed, task = parsed.get("engine"), parsed.get("seed"), parsed.get("task")
     if engine is None or engine.is_sweep_override() or engine.value() != STACKED or seed is None:
+        return {}
+    if task is not None and task.value() != "train":  # an analysis looks into one seed: a job per seed
         return {}
     if not seed.is_sweep_override():
         return {}
