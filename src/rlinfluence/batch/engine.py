@@ -33,8 +33,7 @@ from rlinfluence.batch.update import stacked_ppo_update
 from rlinfluence.config.engines import STACKED
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.trainer import ControlInfluence, Trainer, step_agreement
-from rlinfluence.corruption import plants
-from rlinfluence.influence import EVERY_STEP, StepInfluence
+from rlinfluence.influence import StepInfluence
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import Stopwatch, check_finite_scores, round_row
 from rlinfluence.selection import Selection
@@ -76,27 +75,13 @@ def stacked_method_scores(
     the stack's; None where neither the method needs them (ppo, advantage, td_error) nor a corrupted round ranks its
     planted records by them nor every-step influence is compared with them."""
     first = trainers[0]
-    every_step = first.cfg.influence.checkpoints == EVERY_STEP  # its sums are compared with the round-start scores
-    if not (first.method.needs_scores or plants(first.cfg.corruption.fraction) or every_step):
+    if not first.wants_scores(records[0]):  # the seeds share every setting but the seed
         return [None] * len(trainers)
     target = first.method.scored_target(first.target)
     if all(OmegaConf.select(first.cfg, key) == value for key, value in STACK_SCORED):
         scores = stacked_influence_scores(model, records, target, ppo, first.cfg.influence.chunk_size)
         return list(scores.cpu().numpy())
     return [trainer.attribution(buffer)(target) for trainer, buffer in zip(trainers, records)]
-
-
-def step_influences(trainers: list[Trainer], records: list[RolloutBuffer], k: int) -> list[StepInfluence | None]:
-    """influence.checkpoints=every_step: each seed's multi-checkpoint influence (Trainer.attribute's), to be summed
-    during its update; None for each seed otherwise."""
-    first = trainers[0]
-    if first.cfg.influence.checkpoints != EVERY_STEP:
-        return [None] * len(trainers)
-    target = first.method.scored_target(first.target)
-    return [
-        StepInfluence(trainer.model, buffer, target, trainer.ppo_settings(k), trainer.learning_rate(k))
-        for trainer, buffer in zip(trainers, records)
-    ]
 
 
 def _at_its_theta(model: StackedActorCritic, i: int, trainer: Trainer, steps: StepInfluence) -> StepHook:
@@ -177,7 +162,7 @@ def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
     watch.lap("time_select")
     influences = [
         ControlInfluence(seed_scores, steps=steps)
-        for seed_scores, steps in zip(scores, step_influences(trainers, records, k))
+        for seed_scores, steps in zip(scores, (trainer.steps(k, buffer) for trainer, buffer in zip(trainers, records)))
     ]
     stats = stacked_update(model, trainers, records, selections, k, influences)
     watch.lap("time_update")

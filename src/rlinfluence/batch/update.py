@@ -58,7 +58,7 @@ def _minibatch_step(
     ids: torch.Tensor,
     group: list[int],
     ppo: PPOConfig,
-    on_steps: Sequence[StepHook | None],
+    on_steps: Sequence[StepHook | None] | None,
 ) -> torch.Tensor:
     """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
     each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics. A seed's
@@ -79,9 +79,10 @@ def _minibatch_step(
         log_prob, old_log_prob, advantages, clip_range, entropy, float(ppo.ent_coef)
     ).mean(-1)
     value_loss = value_loss_per_record(values, returns).mean(-1)
-    for row, k in enumerate(group):
-        if (on_step := on_steps[k]) is not None:
-            on_step(ids[row], advantages[row])
+    if on_steps is not None:  # every-step influence only: the loop stays out of the hot path otherwise
+        for row, k in enumerate(group):
+            if (on_step := on_steps[k]) is not None:
+                on_step(ids[row], advantages[row])
     optimizer.zero_grad()
     (policy_loss + float(ppo.vf_coef) * value_loss).sum().backward()
     if ppo.max_grad_norm is not None:
@@ -126,13 +127,14 @@ def stacked_ppo_update(
         name: torch.cat([getattr(buffer, name) for buffer in buffers]).to(model.device) for name in RECORD_FIELDS
     }
     schedules = [_minibatches(selection, ppo, rng) for selection, rng in zip(selections, rngs)]
+    hooks = on_steps if on_steps and any(hook is not None for hook in on_steps) else None
     sums = torch.zeros(n, len(STATS), device=model.device)
     steps = torch.zeros(n, dtype=torch.long, device=model.device)
     while batches := {k: ids for k, schedule in enumerate(schedules) if (ids := next(schedule, None)) is not None}:
         for size in sorted({len(ids) for ids in batches.values()}):
             group = [k for k, ids in batches.items() if len(ids) == size]
             ids = torch.stack([batches[k] for k in group]).to(model.device)
-            stats = _minibatch_step(model, optimizer, records, ids, group, ppo, on_steps or [None] * n)
+            stats = _minibatch_step(model, optimizer, records, ids, group, ppo, hooks)
             sums[group] += stats
             steps[group] += 1
     means = sums / steps.clamp(min=1).unsqueeze(1)

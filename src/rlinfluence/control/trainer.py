@@ -160,14 +160,22 @@ class Trainer:
         scores against the round's mean loss) when it needs them or the round planted records (whose
         ranking is measured); with influence.checkpoints=every_step, the paper's multi-checkpoint influence
         too, summed during round k's update, and the round-start scores it is compared with."""
-        steps, target = None, self.method.scored_target(self.target)  # method=consensus: the round's mean loss
-        if self.cfg.influence.checkpoints == EVERY_STEP:
-            steps = StepInfluence(self.model, buffer, target, self.ppo_settings(k), self.learning_rate(k))
-        measured = buffer.planted is not None  # a corrupted run scores every arm, to rank its planted records
-        if not (self.method.needs_scores or steps or measured):
+        if not self.wants_scores(buffer):
             return ControlInfluence()
         attribute = self.attribution(buffer)
-        return ControlInfluence(attribute(target), attribute, steps)
+        return ControlInfluence(attribute(self.method.scored_target(self.target)), attribute, self.steps(k, buffer))
+
+    def wants_scores(self, buffer: RolloutBuffer) -> bool:
+        """Whether round-start scores are computed: the method ranks by them, a corrupted run ranks its planted
+        records by them (every arm), or every-step influence is compared with them."""
+        return self.method.needs_scores or buffer.planted is not None or self.cfg.influence.checkpoints == EVERY_STEP
+
+    def steps(self, k: int, buffer: RolloutBuffer) -> StepInfluence | None:
+        """influence.checkpoints=every_step: round k's multi-checkpoint influence, summed during its update."""
+        if self.cfg.influence.checkpoints != EVERY_STEP:
+            return None
+        target = self.method.scored_target(self.target)  # method=consensus: the round's mean loss
+        return StepInfluence(self.model, buffer, target, self.ppo_settings(k), self.learning_rate(k))
 
     def update(
         self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None
