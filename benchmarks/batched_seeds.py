@@ -7,16 +7,16 @@ interleaved in one process.
     python benchmarks/batched_seeds.py --envs frozenlake --seeds 1 2 --n-steps 64 --reps 1   # smoke: seconds
 
 Five measurements, CPU seconds (time.process_time):
-- one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: today's
-  `ppo_update` once per seed, the stacked engine (one baddbmm per layer for all seeds), and the same step
-  written with torch.func (`stack_module_state` + `vmap(grad(...))` of today's module), the alternative the
-  engine was chosen against;
+- one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: one seed per
+  process (`stacked_ppo_update` on a stack of one, once per seed; the arm printed as `today`), one stack of all
+  seeds (one baddbmm per layer for all seeds), and the same step written with torch.func (`stack_module_state` +
+  `vmap(grad(...))` of one seed's module), the alternative the engine was chosen against;
 - a round's collection forwards (`forward`): n_steps steps, each sampling every seed's actions for its
   observations of that step (its round-1 records): today's `sample_actions` once per seed, the stacked
   engine's one `sample_actions` for all seeds (batch/engine.py's `stacked_collect`);
 - a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
-  different sizes, as IIF's are): today's `ppo_update` per seed against one `stacked_ppo_update`;
+  different sizes, as IIF's are): a stack of one per seed against one `stacked_ppo_update` of all;
 - a round's influence (f_return, every record scored at θ_0): today's `influence_scores` per seed against one
   `stacked_influence_scores`;
 - env steps (`envs`; N is the envs, n_steps uniform random actions each, the same seeds): N library envs as
@@ -39,6 +39,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from torch.func import functional_call, grad, stack_module_state, vmap
 
+from rlinfluence.batch.engine import Stack
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.batch.optim import stacked_optimizer
@@ -51,7 +52,6 @@ from rlinfluence.influence import influence_scores
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
-from rlinfluence.update import ppo_update
 
 
 def compose_config(overrides: list[str]):
@@ -70,7 +70,7 @@ class Seeds:
             cfg = copy.deepcopy(self.cfg)
             cfg.seed = seed
             trainers.append(Trainer(cfg))
-        self.buffers = [trainer.collect(1) for trainer in trainers]
+        self.buffers = [Stack([trainer]).collect(1)[0] for trainer in trainers]
         self.models = [trainer.model for trainer in trainers]
         self.optimizers = [trainer.optimizer for trainer in trainers]
         self.stacked = StackedActorCritic([copy.deepcopy(model) for model in self.models])
@@ -78,16 +78,22 @@ class Seeds:
             self.cfg.optimizer.name, self.stacked, list(zip(self.models, self.optimizers)), self.cfg.optimizer.lr
         )
         self.vmapped = stack_module_state([copy.deepcopy(model) for model in self.models])
+        self.alone = [StackedActorCritic([copy.deepcopy(model)]) for model in self.models]  # one stack per seed
+        self.alone_optimizers = [
+            stacked_optimizer(self.cfg.optimizer.name, alone, [(model, optimizer)], self.cfg.optimizer.lr)
+            for alone, model, optimizer in zip(self.alone, self.models, self.optimizers)
+        ]
 
     def rngs(self) -> list[np.random.Generator]:
         return [np.random.default_rng(seed) for seed in range(len(self.models))]
 
 
 def todays_update(seeds: Seeds, ppo, selections: list[Selection]) -> None:
-    for model, optimizer, buffer, selection, rng in zip(
-        seeds.models, seeds.optimizers, seeds.buffers, selections, seeds.rngs()
+    """One seed per process: each seed's update on a stack of its own."""
+    for alone, optimizer, buffer, selection, rng in zip(
+        seeds.alone, seeds.alone_optimizers, seeds.buffers, selections, seeds.rngs()
     ):
-        ppo_update(model, optimizer, buffer, selection, ppo, rng)
+        stacked_ppo_update(alone, optimizer, [buffer], [selection], ppo, [rng])
 
 
 def stacked_update(seeds: Seeds, ppo, selections: list[Selection]) -> None:

@@ -38,6 +38,7 @@ import gymnasium as gym  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
+from rlinfluence.batch.engine import Stack  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
 from rlinfluence.control.trainer import Trainer  # noqa: E402
 from rlinfluence.kernels import kernels_in_force  # noqa: E402
@@ -68,7 +69,7 @@ class OurRound:
 
     def __call__(self) -> dict[str, float]:
         self.k += 1
-        row = run_round(self.trainer, self.k)
+        [row] = run_round(Stack([self.trainer]), self.k)
         return {
             "total": sum(row[f"time_{s}"] for s in ("collect", "influence", "select", "update")),
             "influence": row["time_influence"],

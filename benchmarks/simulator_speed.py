@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from omegaconf import DictConfig
 
+from rlinfluence.batch.engine import Stack
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.round import run_round
 
@@ -55,7 +56,7 @@ def round_and_evaluation(title: str, preset: Callable[..., DictConfig], library_
         env_id = [f"env.id={library_id}"] if name == "library" else []
         trainer = Trainer(preset("method=iif", "logger=disabled", "progress=false", *env_id))
         cpu = time.process_time()
-        row = run_round(trainer, 1)
+        [row] = run_round(Stack([trainer]), 1)
         cpu = time.process_time() - cpu
         trainer.close()
         training = sum(row[f"time_{part}"] for part in ("collect", "influence", "select", "update"))

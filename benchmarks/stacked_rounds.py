@@ -1,5 +1,6 @@
-"""Whole rounds of the stacked engine (engine=stacked: N seeds of one config in one process, src/rlinfluence/batch/)
-against today's (a Trainer per seed, each round round.run_round), and the floor under both: the round's env steps.
+"""Whole rounds of N seeds of one config stacked in one process (engine=stacked, src/rlinfluence/batch/) against one
+seed per process (the arm printed as `today`: each seed's round on a stack of one), and the floor under both: the
+round's env steps.
 
     python benchmarks/stacked_rounds.py [--envs frozenlake acrobot minigrid lunarlander doorkey] [--seeds 1 4 16]
                                         [--rounds 3] [--method iif] [--n-steps N] [--eval-episodes E]
@@ -8,8 +9,9 @@ against today's (a Trainer per seed, each round round.run_round), and the floor 
 
 Each env runs its main settings (conf/env/<env>.yaml: records, network, optimizer, p) and the test episodes of
 its committed runs (figures.control_runs.CPU_EVALUATION: 100 on Acrobot, MiniGrid and DoorKey, 50 on LunarLander;
-FrozenLake the paper's 1,000). For each N, N seeds (0..N-1) in each arm: the stacked engine's round
-(`stacked_round` on N Trainers) and today's N rounds (`run_round` on N other Trainers), interleaved round by round
+FrozenLake the paper's 1,000). For each N, N seeds (0..N-1) in each arm: one round of all N
+(`run_round` on a `Stack` of N Trainers) and N rounds of one (`run_round` on a `Stack` of one, for each of N other
+Trainers), interleaved round by round
 in one process at one torch thread, round 1 a warm-up (round 0 is only an evaluation), then `--rounds` timed
 rounds. CPU seconds (time.process_time): the whole round, and each stage through the rounds' own Stopwatch
 (its time_* columns) read on the CPU clock. Printed: seed-rounds per CPU-second of each arm and their ratio, per
@@ -43,7 +45,7 @@ import torch
 from batched_seeds import compose_config, play_batched, play_library
 from omegaconf import DictConfig
 
-from rlinfluence.batch.engine import stacked_round
+from rlinfluence.batch.engine import Stack
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.engines import STACKED, check_engine
 from rlinfluence.control.trainer import Trainer
@@ -199,8 +201,8 @@ def measure(cfg: DictConfig, n: int, rounds: int) -> Measured:
     Stopwatch.clock = time.process_time
     try:
         for k in range(1, rounds + 2):
-            stacked_seconds, stacked_rows = cpu_seconds(lambda k=k: stacked_round(stacked, k))
-            today_seconds, today_rows = cpu_seconds(lambda k=k: [run_round(trainer, k) for trainer in today])
+            stacked_seconds, stacked_rows = cpu_seconds(lambda k=k: run_round(Stack(stacked), k))
+            today_seconds, today_rows = cpu_seconds(lambda k=k: [run_round(Stack([t]), k)[0] for t in today])
             library_seconds, _ = cpu_seconds(floor.library)
             batched_seconds, _ = cpu_seconds(floor.all_seeds_batched) if floor.batched else (float("nan"), None)
             if k == 1:

@@ -28,6 +28,9 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
+from rlinfluence.batch.networks import StackedActorCritic  # noqa: E402
+from rlinfluence.batch.optim import stacked_optimizer  # noqa: E402
+from rlinfluence.batch.update import stacked_ppo_update  # noqa: E402
 from rlinfluence.choices import ConfigError  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
 from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
@@ -86,6 +89,26 @@ def one_thread():
 def tiny_config():
     """`rlinfluence debug=smoke <overrides>`: a 2-round run in about a second (conf/debug/smoke.yaml)."""
     return lambda *overrides: compose_config(["debug=smoke", *overrides])
+
+
+def one_network_update(model, optimizer, buffer, selection, ppo, rng, on_step=None) -> dict[str, float]:
+    """The control engine's PPO update (batch/update.py) of one network and its optimizer, outside a run: a stack
+    of one, its weights and optimizer state written back as a round's update leaves them. `on_step` is called at
+    θ_j with `model` holding θ_j, as a run's every-step influence is."""
+    stack = StackedActorCritic([model])
+    hook = None
+    if on_step is not None:
+
+        def hook(ids, advantages):
+            model.load_state_dict(stack.seed_state_dict(0))
+            on_step(ids, advantages)
+
+    name = "adam" if isinstance(optimizer, torch.optim.Adam) else "sgd"
+    stacked = stacked_optimizer(name, stack, [(model, optimizer)], optimizer.param_groups[0]["lr"])
+    [stats] = stacked_ppo_update(stack, stacked, [buffer], [selection], ppo, [rng], [hook])
+    model.load_state_dict(stack.seed_state_dict(0))
+    stacked.keep([(model, optimizer)])
+    return stats
 
 
 def metrics_rows(run_dir: Path, timings: bool = True) -> list[dict[str, str]]:

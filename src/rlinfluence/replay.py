@@ -12,6 +12,12 @@ before the tidy CSVs kept full precision (no code_commit), at the 10 significant
 written with. Timings are not compared. What a replay can promise: docs/reproduction.md
 ("Determinism").
 
+A control run that engine=default trained before the control engine (batch/engine.py) became the only one
+(commit ONE_RUN_ROUND_LAST and earlier: a round, network, update and optimizer of its own for one run) is
+another numerics class: its Adam runs part from round 1 or 2, its SGD runs' weights in their last bits. Such a
+difference is said, with the commit that made the run and how to replay it exactly (a worktree of that commit),
+and is no failure.
+
 A run made on another hardware class than this machine's (kernels.hardware_class: the pinned kernels, or a
 CPU model's own, or a GPU), or before runs recorded theirs, may differ from some round on without any change
 of code: such a difference is said, with both classes, and is no failure; one on the same class is.
@@ -33,6 +39,7 @@ from omegaconf import DictConfig
 
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import composing
+from rlinfluence.config.engines import DEFAULT
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.overlays import overlay, overlay_names
 from rlinfluence.figures.regenerate import in_repo
@@ -41,7 +48,7 @@ from rlinfluence.kernels import cpu_model, hardware_class, kernels_in_force
 from rlinfluence.run import rundir
 from rlinfluence.run.identity import CLEAN, UNSET, write_identity
 from rlinfluence.run.loop import Resume, train
-from rlinfluence.run.provenance import device_name
+from rlinfluence.run.provenance import device_name, is_ancestor
 from rlinfluence.run.tasks import register
 
 COMPARED_COLUMNS = ["env_steps", "n_records", "n_kept", "test_return"]
@@ -49,6 +56,8 @@ EARLIER_PRECISION = ".10g"  # the tidy CSVs' float format before they kept full 
 # The protocols (and experiments) of runs other code made: the authors' (benchmarks/authors_pipeline) and SB3's
 # (benchmarks/sb3_iif_study.py). Not ours to replay.
 NOT_OURS = ("authors", "sb3")
+# The last commit at which engine=default trained a control run on a round of its own (`retired_engine`).
+ONE_RUN_ROUND_LAST = "cfbcb6b43f6171593daf02f4db8ab6192d23c971"
 
 
 # A replay's own settings, none of them result-affecting (identity.NOT_RESULT_AFFECTING): no W&B mirror, and
@@ -71,17 +80,26 @@ class ReplayResult:
     from_round: int | None  # its round
     made_on: str  # the hardware class of the committed run (kernels.hardware_class)
     this_machine: str  # the replay's
+    made_by: str | None = None  # the retired engine that made it (`retired_engine`), None for today's
 
     @property
     def failed(self) -> bool:
-        """A difference on the hardware class that made the run: a change of code or library versions."""
-        return self.difference is not None and self.made_on == self.this_machine
+        """A difference on the hardware class and engine that made the run: a change of code or library versions."""
+        return self.difference is not None and self.made_on == self.this_machine and self.made_by is None
 
     def line(self) -> str:
         if self.difference is None:
             return f"replay {self.run}: rounds 0-{self.rounds} equal the committed rows"
         if self.failed:
             return f"replay {self.run}: {self.difference}"
+        if self.made_by is not None:
+            last = ONE_RUN_ROUND_LAST[:7]
+            return (
+                f"replay {self.run}: {self.difference}; made by {self.made_by}, which this code no longer has (another "
+                f"numerics class): a difference is expected and is not a code change; to replay it exactly, run this "
+                f"command in a worktree of commit {last}, the last that has it (git worktree add ../rlinfluence-{last} "
+                f"{last}, then pip install -e there)"
+            )
         return (
             f"replay {self.run}: {self.difference}; made on {self.made_on}, this machine is {self.this_machine}: "
             f"a difference here is expected from round {self.from_round} on and is not a code change"
@@ -160,8 +178,23 @@ def committed_class(rows: pd.DataFrame) -> str:
     return hardware_class(*(None if pd.isna(first[c]) else first[c] for c in ("cpu", "kernels", "device")))
 
 
+def retired_engine(settings: dict[str, Any], rows: pd.DataFrame) -> str | None:
+    """`engine=default's one-run round (commit <sha>)` when a committed control run's rows (`settings`: its
+    config_hash's) were made by engine=default at ONE_RUN_ROUND_LAST or before it (or before runs recorded their
+    commit, or at a commit git cannot place here: a shallow clone); None for a run of today's control engine:
+    engine=stacked's, or engine=default's made since."""
+    if settings.get("engine", DEFAULT) != DEFAULT:
+        return None
+    commits = sorted({commit for made in rows["code_commit"].dropna() for commit in str(made).split("+")})
+    if not commits:
+        return "engine=default's one-run round (before runs recorded their commit)"
+    if any(is_ancestor(commit, ONE_RUN_ROUND_LAST) is False for commit in commits):  # None: git cannot place it
+        return None
+    return f"engine=default's one-run round (commit {', '.join(commit[:7] for commit in commits)})"
+
+
 def replay_run(
-    run: pd.Series, committed: pd.DataFrame, overrides: list[str], rounds: int, progress: bool
+    run: pd.Series, committed: pd.DataFrame, overrides: list[str], rounds: int, progress: bool, settings: dict
 ) -> ReplayResult:
     """Train the run (`overrides`) up to round `rounds` in a temporary runs_root; compare with its committed rows."""
     with tempfile.TemporaryDirectory(prefix="rlinfluence-replay-") as runs_root:
@@ -183,6 +216,7 @@ def replay_run(
         None if difference is None else difference.round,
         committed_class(rows),
         this_machine,
+        retired_engine(settings, rows),
     )
 
 
@@ -228,7 +262,8 @@ def replay_runs(cfg: DictConfig) -> list[ReplayResult]:
         for _, run in matching_runs(cfg, tidy).iterrows():
             overrides = overrides_of(run, settings)
             committed = rows_of.get_group(tuple(run[RUN_KEY]))
-            results.append(replay_run(run, committed, overrides, cfg.replay.rounds, cfg.progress))
+            run_settings = settings.get(run.config_hash, {})
+            results.append(replay_run(run, committed, overrides, cfg.replay.rounds, cfg.progress, run_settings))
             print(f"rlinfluence: {results[-1].line()}", file=sys.stderr)
     return results
 
@@ -238,7 +273,11 @@ def replay(cfg: DictConfig) -> list[ReplayResult]:
     results = replay_runs(cfg)
     differ = sum(result.difference is not None for result in results)
     failed = sum(result.failed for result in results)
-    elsewhere = f" ({differ - failed} made on other hardware)" if differ > failed else ""
+    retired = sum(result.difference is not None and result.made_by is not None for result in results)
+    reasons = [f"{retired} made by a retired engine"] if retired else []
+    if differ - failed - retired:
+        reasons.append(f"{differ - failed - retired} made on other hardware")
+    elsewhere = f" ({', '.join(reasons)})" if reasons else ""
     print(
         f"rlinfluence: replayed {len(results)} committed run(s): {len(results) - differ} equal, {differ} differ"
         + elsewhere,

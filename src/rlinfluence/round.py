@@ -9,19 +9,21 @@
         log(row); checkpoint(k)                          # metrics.csv first, W&B mirror; resumable
 
 Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
-config and in the strategy objects (selection, target, action head), never in this loop. It drives an
-agent (run/agents.py's Agent): control/trainer.py's for the control envs, lm/trainer.py's for language
-models; run/loop.py runs the rounds of a run. The loop owns what every agent shares: the order of the
-stages, their timing, the selection, the row's common fields and the NaN of what a round did not
-measure (a round eval.every skips). A round that planted records (corruption.py) adds how well its
-selection and scores found them to its row, beyond the metrics.csv columns.
+config and in the strategy objects (selection, target, action head), never in this loop. Each stage runs
+once for all the runs a process trains together (`Seeds`: one run, or the seeds of a set, which differ in
+their seed alone): the control agent's stack (batch/engine.py) takes the seeds' collection, influence, update
+and evaluation at once; the language models' agent (lm/trainer.py) takes them run by run (`OneByOne`).
+run/loop.py runs the rounds. The loop owns what every agent shares: the order of the stages, their timing,
+the selection, the row's common fields and the NaN of what a round did not measure (a round eval.every
+skips). A round that planted records (corruption.py) adds how well its selection and scores found them to
+its row, beyond the metrics.csv columns.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 from omegaconf import DictConfig
@@ -65,14 +67,16 @@ def is_eval_round(k: int, every: int, rounds: int) -> bool:
 
 
 R = TypeVar("R", bound=Records)
-# What an agent's attribute stage gives its own update back: Influence, or an agent's richer kind (the control
-# agent's ControlInfluence carries every-step influence), so that update may ask for that kind.
+R_in = TypeVar("R_in", bound=Records, contravariant=True)  # an Agent's records, which it only reads
+# What an attribute stage gives its own update back: Influence, or an agent's richer kind (the control agent's
+# ControlInfluence carries every-step influence), so that update may ask for that kind.
 S = TypeVar("S", bound=Influence)
 
 
-class Agent(Protocol[R, S]):
-    """One run's trainer, on records of type R (control: `RolloutBuffer`; lm: `Sequences`) and with influence
-    (its scores) of type S (control: `ControlInfluence`; lm: `Influence`)."""
+class Agent(Protocol[R_in]):
+    """One run's trainer (control: control/trainer.py's, on `RolloutBuffer`s; lm: lm/trainer.py's, on
+    `Sequences`): its model, optimizer, envs and RNGs, and what the round and run loops ask of each run. The stages
+    of a round are its `Seeds`' (below), which take every run a process trains at once."""
 
     cfg: DictConfig
     columns: ClassVar[list[str]]  # its metrics.csv columns, in order
@@ -89,23 +93,8 @@ class Agent(Protocol[R, S]):
     def state_fields(self) -> dict[str, float]:
         """The row's fields on the agent's state at the start of a round (the LM's KL coefficient)."""
 
-    def collect(self, k: int) -> R:
-        """Round k's records (rollouts; generated and scored responses)."""
-
-    def forward(self, k: int, records: R) -> dict[str, float]:
-        """What the update needs of the records at θ_k that collecting did not compute; the row's fields."""
-
-    def attribute(self, k: int, records: R) -> S:
-        """The records' influence at θ_k, when the method (or a measurement) needs it."""
-
-    def update(self, k: int, records: R, selection: Selection, influence: S) -> dict[str, float]:
-        """Round k's update on the selected records; the row's fields (losses, gradient steps, ...)."""
-
-    def train_return(self, records: R) -> float:
+    def train_return(self, records: R_in) -> float:
         """The round's training return (NaN when nothing finished)."""
-
-    def evaluate(self, k: int) -> dict[str, float]:
-        """The test return of the policy after round k (the row's evaluation fields)."""
 
     def state_dict(self, k: int) -> dict[str, Any]:
         """Everything the run resumes from after round k (the checkpoint)."""
@@ -117,12 +106,81 @@ class Agent(Protocol[R, S]):
         """Release what the agent holds open (env processes)."""
 
 
+class Seeds(Protocol[R, S]):
+    """The runs a process trains together, which differ in their seed alone (one run, or a set's seeds), and each
+    stage of a round on all of them at once, a list with an entry per run in `agents`' order: the control engine's
+    stack (batch/engine.py), or agents that take their stages one by one (`OneByOne`: the language models)."""
+
+    @property
+    def agents(self) -> Sequence[Agent[R]]:
+        """The runs, in the order of every stage's list."""
+
+    def collect(self, k: int) -> list[R]:
+        """Round k's records (rollouts; generated and scored responses)."""
+
+    def forward(self, k: int, records: list[R]) -> list[dict[str, float]]:
+        """What the update needs of the records at θ_k that collecting did not compute; the rows' fields."""
+
+    def attribute(self, k: int, records: list[R]) -> list[S]:
+        """The records' influence at θ_k, when the method (or a measurement) needs it."""
+
+    def update(
+        self, k: int, records: list[R], selections: list[Selection], influences: list[S]
+    ) -> list[dict[str, float]]:
+        """Round k's update on the selected records; the rows' fields (losses, gradient steps, ...)."""
+
+    def evaluate(self, k: int) -> list[dict[str, float]]:
+        """The test return of each policy after round k (the rows' evaluation fields)."""
+
+
+class SteppedAgent(Agent[R], Protocol[R, S]):
+    """An agent that takes each stage of a round on its own (the language models': lm/trainer.py)."""
+
+    def collect(self, k: int) -> R: ...
+
+    def forward(self, k: int, records: R) -> dict[str, float]: ...
+
+    def attribute(self, k: int, records: R) -> S: ...
+
+    def update(self, k: int, records: R, selection: Selection, influence: S) -> dict[str, float]: ...
+
+    def evaluate(self, k: int) -> dict[str, float]: ...
+
+
+class OneByOne(Generic[R, S]):
+    """`Seeds` of agents that train one after the other, each stage of each agent on its own."""
+
+    def __init__(self, agents: Sequence[SteppedAgent[R, S]]):
+        self.agents = agents
+
+    def collect(self, k: int) -> list[R]:
+        return [agent.collect(k) for agent in self.agents]
+
+    def forward(self, k: int, records: list[R]) -> list[dict[str, float]]:
+        return [agent.forward(k, run_records) for agent, run_records in zip(self.agents, records)]
+
+    def attribute(self, k: int, records: list[R]) -> list[S]:
+        return [agent.attribute(k, run_records) for agent, run_records in zip(self.agents, records)]
+
+    def update(
+        self, k: int, records: list[R], selections: list[Selection], influences: list[S]
+    ) -> list[dict[str, float]]:
+        return [
+            agent.update(k, run_records, selection, influence)
+            for agent, run_records, selection, influence in zip(self.agents, records, selections, influences)
+        ]
+
+    def evaluate(self, k: int) -> list[dict[str, float]]:
+        return [agent.evaluate(k) for agent in self.agents]
+
+
 STAGE_TIMES = ("time_collect", "time_forward", "time_influence", "time_select", "time_update", "time_eval")
 
 
 class Stopwatch:
-    """Each stage's seconds, counted from the end of the stage before (a metrics.csv column each). Wall seconds;
-    benchmarks/stacked_rounds.py sets `clock` to time.process_time to read each stage's CPU seconds instead."""
+    """Each stage's seconds, counted from the end of the stage before (a metrics.csv column each), divided among the
+    runs it served together (`shares`). Wall seconds; benchmarks/stacked_rounds.py sets `clock` to
+    time.process_time to read each stage's CPU seconds instead."""
 
     clock: ClassVar[Callable[[], float]] = time.perf_counter
 
@@ -136,7 +194,7 @@ class Stopwatch:
         self.last = now
 
     def shares(self, n: int) -> dict[str, float]:
-        """Each stage's seconds divided among the n runs it served together (the stacked engine's seeds)."""
+        """Each stage's seconds divided among the n runs it served together (a set's seeds)."""
         return {column: seconds / n for column, seconds in self.times.items()}
 
 
@@ -145,23 +203,17 @@ def metrics_row(agent: Agent, fields: dict[str, Any]) -> dict[str, Any]:
     return {column: fields.get(column, NAN) for column in agent.columns}
 
 
-def initial_row(agent: Agent, evaluated: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Round 0: the initial policy's evaluation; no other stage has run. `evaluated`: that evaluation's metrics
-    and time_eval where the caller made it (the stacked engine evaluates its seeds together)."""
-    if evaluated is None:
-        watch = Stopwatch()
-        evaluated = agent.evaluate(0)
-        watch.lap("time_eval")
-        evaluated |= watch.times
+def initial_rows(seeds: Seeds) -> list[dict[str, Any]]:
+    """Round 0's rows: the initial policies' evaluation; no other stage has run."""
+    watch = Stopwatch()
+    evaluations = seeds.evaluate(0)
+    watch.lap("time_eval")
     nothing_yet = {"round": 0, "env_steps": 0, "n_records": 0, "n_kept": 0, "gradient_steps": 0}
-    return metrics_row(agent, nothing_yet | dict.fromkeys(STAGE_TIMES, 0.0) | agent.state_fields() | evaluated)
-
-
-def evaluation(agent: Agent, k: int) -> dict[str, Any]:
-    """Round k's evaluation; none in the rounds eval.every skips (the row's test return stays NaN)."""
-    if not is_eval_round(k, agent.cfg.eval.every, agent.cfg.env.rounds):
-        return {"eval_episodes": 0}
-    return agent.evaluate(k)
+    times = dict.fromkeys(STAGE_TIMES, 0.0) | watch.shares(len(seeds.agents))
+    return [
+        metrics_row(agent, nothing_yet | times | agent.state_fields() | evaluated)
+        for agent, evaluated in zip(seeds.agents, evaluations)
+    ]
 
 
 class RoundFailed(RuntimeError):
@@ -182,24 +234,40 @@ def check_finite_scores(k: int, scores: np.ndarray | None) -> None:
         )
 
 
-def run_round(agent: Agent, k: int) -> dict[str, Any]:
-    """Round k's stages in order, each timed; its metrics row."""
+def run_round(seeds: Seeds, k: int) -> list[dict[str, Any]]:
+    """Round k's stages in order, each once for every run of `seeds` and timed; their metrics rows (a stage's
+    seconds shared equally among the runs)."""
     watch = Stopwatch()
-    fields = agent.state_fields()
-    records = agent.collect(k)
+    agents = seeds.agents
+    fields = [agent.state_fields() for agent in agents]
+    records = seeds.collect(k)
     watch.lap("time_collect")
-    fields |= agent.forward(k, records)
+    for run_fields, forwarded in zip(fields, seeds.forward(k, records)):
+        run_fields |= forwarded
     watch.lap("time_forward")
-    influence = agent.attribute(k, records)
-    check_finite_scores(k, influence.scores)
+    influences = seeds.attribute(k, records)
+    for influence in influences:
+        check_finite_scores(k, influence.scores)
     watch.lap("time_influence")
-    selection = agent.method.select(records, influence.scores, agent.selection_rng, influence.attribute)
+    selections = [
+        agent.method.select(run_records, influence.scores, agent.selection_rng, influence.attribute)
+        for agent, run_records, influence in zip(agents, records, influences)
+    ]
     watch.lap("time_select")
-    fields |= agent.update(k, records, selection, influence)  # its time includes every-step influence
+    for run_fields, stats in zip(fields, seeds.update(k, records, selections, influences)):
+        run_fields |= stats  # its time includes every-step influence
     watch.lap("time_update")
-    fields |= evaluation(agent, k)
+    first = agents[0].cfg  # the runs share every setting but the seed
+    skipped: list[dict[str, float]] = [{"eval_episodes": 0}] * len(agents)  # the test return stays NaN
+    evaluations = seeds.evaluate(k) if is_eval_round(k, first.eval.every, first.env.rounds) else skipped
+    for run_fields, evaluation in zip(fields, evaluations):
+        run_fields |= evaluation
     watch.lap("time_eval")
-    return round_row(agent, k, records, selection, influence.scores, fields | watch.times)
+    shares = watch.shares(len(agents))
+    return [
+        round_row(agent, k, run_records, selection, influence.scores, run_fields | shares)
+        for agent, run_records, selection, influence, run_fields in zip(agents, records, selections, influences, fields)
+    ]
 
 
 # records: Any, as an unparameterised Agent's are: a corrupted run's are PlantedRecords (round_detection's)

@@ -1,4 +1,5 @@
-"""The PPO update on the selected records (SB3 2.x PPO semantics).
+"""What the PPO update (batch/update.py, every seed of a stack at once) reads: the optimizer, the scheduled
+settings and each seed's minibatches of its selected records (SB3 2.x PPO semantics).
 
 Each epoch reshuffles the kept records and cuts them into minibatches of `batch_size` (the last
 one may be smaller, as in SB3, or skipped with `ppo.drop_last_minibatch`, as in the authors' filtered
@@ -15,13 +16,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlinfluence.choices import chosen
-from rlinfluence.config.schema import OptimizerConfig, PPOConfig
-from rlinfluence.losses import normalize_advantages, policy_loss_per_record, value_loss_per_record
-from rlinfluence.policy import ActorCriticPolicy
-from rlinfluence.records import RolloutBuffer
+from rlinfluence.config.schema import OptimizerConfig
 from rlinfluence.selection import Selection
 
 
@@ -81,58 +78,3 @@ def minibatch_ids(
 # Called at θ_j before each optimizer step with the minibatch's record ids and normalised advantages
 # (influence.StepInfluence.add_step).
 StepHook = Callable[[torch.Tensor, torch.Tensor], None]
-
-
-def ppo_update(
-    model: ActorCriticPolicy,
-    optimizer: torch.optim.Optimizer,
-    buffer: RolloutBuffer,
-    selection: Selection,
-    ppo: PPOConfig,
-    rng: np.random.Generator,
-    on_step: StepHook | None = None,
-) -> dict[str, float]:
-    buffer = buffer.to(model.device)
-    # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
-    clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
-    max_grad_norm = ppo.max_grad_norm
-    normalize, drop_last = bool(ppo.normalize_advantage), bool(ppo.drop_last_minibatch)
-    sums = torch.zeros(5, device=model.device)  # policy loss, value loss, entropy, approx KL, clip fraction
-    n_minibatches = 0
-    for _ in range(ppo.n_epochs):
-        for ids in minibatch_ids(selection, ppo.batch_size, rng, drop_last):
-            ids = ids.to(model.device)
-            head_out, values = model(buffer.obs[ids])
-            log_prob, entropy = model.action_head.log_prob_entropy(head_out, buffer.actions[ids])
-            advantages = buffer.advantages[ids]
-            if normalize:
-                advantages = normalize_advantages(advantages)
-            policy_loss = policy_loss_per_record(
-                log_prob, buffer.log_probs[ids], advantages, clip_range, entropy, ent_coef
-            ).mean()
-            value_loss = value_loss_per_record(values, buffer.returns[ids]).mean()
-            loss = policy_loss + vf_coef * value_loss
-
-            if on_step is not None:
-                on_step(ids, advantages)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if max_grad_norm is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            optimizer.step()
-
-            with torch.no_grad():
-                log_ratio = log_prob - buffer.log_probs[ids]
-                sums += torch.stack(
-                    [
-                        policy_loss,
-                        value_loss,
-                        entropy.mean(),
-                        ((log_ratio.exp() - 1) - log_ratio).mean(),
-                        ((log_ratio.exp() - 1).abs() > clip_range).float().mean(),
-                    ]
-                )
-            n_minibatches += 1
-    means = (sums / max(n_minibatches, 1)).tolist()
-    keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-    return dict(zip(keys, means)) | {"gradient_steps": n_minibatches}

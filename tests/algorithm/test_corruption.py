@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import compose_config, config_refusal, metrics_rows
+from rlinfluence.batch.engine import Seed
 from rlinfluence.cli import run_task
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.corruption import negate_planted_advantages, planted_records
 from rlinfluence.metrics import auroc, planted_detection
 from rlinfluence.records import RolloutBuffer
@@ -63,7 +63,7 @@ def test_the_planted_records_are_a_function_of_seed_and_round_alone():
 def test_planting_consumes_no_other_stream(tiny_config, env):
     """The corrupted run collects the clean run's rollout (same observations, actions, rewards) and
     differs from it in the planted records' advantages only."""
-    clean, corrupted = (Trainer(tiny_config(f"env={env}", *extra)).collect(1) for extra in ((), CORRUPTED))
+    clean, corrupted = (Seed(tiny_config(f"env={env}", *extra)).collect(1) for extra in ((), CORRUPTED))
     marked = corrupted.planted
     assert clean.planted is None and marked is not None and int(marked.sum()) == round(0.1 * len(clean))
     for name in ("obs", "actions", "log_probs", "values", "rewards", "returns", "deltas"):
@@ -105,7 +105,7 @@ def test_reward_negates_the_planted_rewards_before_gae(tiny_config):
     """Acrobot's reward is −1 a step, so every planted record's reward changes; its TD error
     δ = r + γV(s') − V(s) then moves by −2r, and the advantages and value targets follow from GAE."""
     clean, corrupted = (
-        Trainer(tiny_config("env=acrobot", *extra)).collect(1)
+        Seed(tiny_config("env=acrobot", *extra)).collect(1)
         for extra in ((), ("corruption.kind=reward", "corruption.fraction=0.25"))
     )
     marked = corrupted.planted
@@ -151,7 +151,7 @@ def test_influence_ranks_flipped_goal_steps_last_on_a_real_frozenlake_buffer(tin
     half are flipped, and a record's influence Â_i⟨∇log π_i, ∇f_return⟩ is then ≈ −Â⟨v, ∇f_return⟩ for
     each flipped goal step: the most negative of the buffer. (A random subset of all records would not
     do: flipping a noise record only moves it within a spread that is as often negative as positive.)"""
-    trainer = Trainer(tiny_config("env=frozenlake", "env.n_steps=2048", "seed=0"))
+    trainer = Seed(tiny_config("env=frozenlake", "env.n_steps=2048", "seed=0"))
     buffer = trainer.collect(1)
     goal_steps = np.flatnonzero(buffer.rewards.numpy() == 1)
     assert goal_steps.size >= 5  # the argument needs a few of them

@@ -14,7 +14,6 @@ from rlinfluence.losses import policy_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ActionTarget, ReturnTarget
-from rlinfluence.update import ppo_update
 
 N = 48
 
@@ -160,6 +159,8 @@ def test_adam_preconditioning_runs_in_a_round_and_needs_adam(tmp_path):
 
 def test_every_step_influence_matches_an_explicit_loop_over_the_update():
     """Σ_j η ⟨∇ℓ_i(θ_j), ∇L_f(θ_j)⟩ over a real 3-epoch update, each term by per-record autograd."""
+    from conftest import one_network_update
+
     model, buffer = make_case("mlp-categorical", seed=2)
     ppo, target, lr = PPOConfig(batch_size=16, n_epochs=3), ReturnTarget(), 0.5
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -186,7 +187,9 @@ def test_every_step_influence_matches_an_explicit_loop_over_the_update():
             grads = torch.autograd.grad(loss, list(params.values()))
             explicit[i] += lr * float(sum((g * t).sum() for g, t in zip(grads, target_grads)))
 
-    stats = ppo_update(model, optimizer, buffer, Selection(np.ones(N, bool)), ppo, np.random.default_rng(0), both)
+    stats = one_network_update(
+        model, optimizer, buffer, Selection(np.ones(N, bool)), ppo, np.random.default_rng(0), both
+    )
     assert stats["gradient_steps"] == 3 * N // 16
     assert stats["clip_fraction"] > 0  # later steps move the ratio: the live clip is part of the check
     assert torch.allclose(step_influence.scores, explicit, rtol=0, atol=1e-6 * float(explicit.abs().max()))

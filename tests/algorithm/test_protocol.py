@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from conftest import compose_config, metrics_rows
+from rlinfluence.batch.engine import Stack
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
@@ -198,15 +199,15 @@ def test_paper_protocol_resumes_to_the_uninterrupted_run():
         return [{k: v for k, v in row.items() if not k.startswith("time_")} for row in rows]
 
     whole = Trainer(cfg)
-    uninterrupted = results([run_round(whole, k) for k in range(1, 5)])
+    uninterrupted = results([row for k in range(1, 5) for row in run_round(Stack([whole]), k)])
     first = Trainer(cfg)
-    before = results([run_round(first, k) for k in (1, 2)])
+    before = results([row for k in (1, 2) for row in run_round(Stack([first]), k)])
     saved = io.BytesIO()
     torch.save(first.state_dict(2), saved)
     saved.seek(0)
     resumed = Trainer(cfg)
     assert resumed.load_state_dict(torch.load(saved, weights_only=False)) == 2
-    after = results([run_round(resumed, k) for k in (3, 4)])
+    after = results([row for k in (3, 4) for row in run_round(Stack([resumed]), k)])
     assert before + after == uninterrupted
     for trainer in (whole, first, resumed):
         trainer.close()

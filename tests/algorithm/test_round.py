@@ -12,7 +12,7 @@ import torch
 
 from conftest import cli_run, metrics_rows, rounds_in, tiny
 from rlinfluence.cli import run_task
-from rlinfluence.round import COLUMNS, RoundFailed, initial_row, run_round
+from rlinfluence.round import COLUMNS, OneByOne, RoundFailed, initial_rows, run_round
 from rlinfluence.run.loop import read_resume
 from rlinfluence.selection import DropMostNegative, DropRandom, Influence, KeepAll, Selection, make_selection, n_to_drop
 from rlinfluence.share import FilterShare
@@ -99,7 +99,7 @@ class ScriptedAgent:
 
 def test_the_loop_runs_any_agents_stages_in_order_and_writes_every_column(tiny_config):
     agent = ScriptedAgent(tiny_config("method=iif", "method.p=100", "env.rounds=3", "eval.every=2"))
-    rows = [initial_row(agent)] + [run_round(agent, k) for k in (1, 2, 3)]
+    rows = initial_rows(OneByOne([agent])) + [row for k in (1, 2, 3) for row in run_round(OneByOne([agent]), k)]
     assert agent.stages[:7] == [
         "evaluate",
         "collect",

@@ -17,9 +17,9 @@ from conftest import analysis_output, write_analyses
 from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
 from rlinfluence.analyses.standard_run import standard_run_config
+from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.cli import run_task
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.analysis_data import AnalysisData
@@ -54,7 +54,7 @@ def exact_advantages(model, env, gamma: float) -> np.ndarray:
 
 def test_monte_carlo_true_advantage_converges_to_the_exact_one(tiny_config):
     cfg = tiny_config("env=frozenlake", "env.n_steps=128")
-    trainer = Trainer(cfg)
+    trainer = Seed(cfg)
     buffer = trainer.collect(1)
     advantage, advantage_se = true_advantages(
         trainer.model, cfg.env, buffer, rollouts=400, gamma=cfg.ppo.gamma, seed_seq=np.random.SeedSequence(0)

@@ -46,8 +46,3 @@ def test_an_env_without_a_simulator_evaluates_on_its_library_envs():
     trainers = seed_trainers("env=gym", "env.id=CartPole-v1")
     assert simulator_for(trainers) is None
     assert stacked_evaluation(trainers, 1) == [trainer.evaluate(1) for trainer in trainers]
-
-
-def test_a_round_eval_every_skips_is_not_evaluated():
-    trainers = seed_trainers("env=frozenlake", "env.rounds=4", "eval.every=2")
-    assert stacked_evaluation(trainers, 1) == [{"eval_episodes": 0}] * 3

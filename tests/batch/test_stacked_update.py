@@ -1,5 +1,6 @@
-"""batch/: N seeds' actor-critics stacked and updated together. Each seed starts as today's engine starts it,
-takes today's update up to float rounding, and gets the same bits whether it is updated alone or among others."""
+"""batch/: N seeds' actor-critics stacked and updated together. Each seed starts as its own network starts, takes
+a plainly written PPO update's step up to float rounding, and gets the same bits whether it is updated alone or
+among others."""
 
 import copy
 from typing import cast
@@ -8,22 +9,23 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from conftest import compose_config
+from rlinfluence.batch.engine import Seed, Stack
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import StackedActorCritic, StackedConv2d
 from rlinfluence.batch.optim import STACKED_OPTIMIZERS, StackedAdam, stacked_optimizer
 from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.control.networks import ActorCritic
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import influence_scores
-from rlinfluence.losses import normalize_advantages, normalize_rows
+from rlinfluence.losses import normalize_advantages, normalize_rows, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.round import run_round
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
-from rlinfluence.update import OPTIMIZERS, make_optimizer, ppo_update
+from rlinfluence.update import OPTIMIZERS, make_optimizer, minibatch_ids
 
 SEEDS = list(range(16))
 N_STEPS = 200  # 7 minibatches of 32 (debug=smoke) per epoch, the last a smaller one
@@ -34,7 +36,7 @@ class Seeds:
 
     def __init__(self, env: str, *overrides: str):
         self.cfg = compose_config(["debug=smoke", f"env={env}", f"env.n_steps={N_STEPS}", *overrides])
-        self.trainers = [Trainer(self.with_seed(seed)) for seed in SEEDS]
+        self.trainers = [Seed(self.with_seed(seed)) for seed in SEEDS]
         self.buffers = [trainer.collect(1) for trainer in self.trainers]
         # Kept sets of different sizes (IIF's are), one reweighted seed (td_error's sampling weights).
         draw = np.random.default_rng(0)
@@ -72,6 +74,60 @@ class Seeds:
         return {seed: (model.seed_state_dict(i), stats[i]) for i, seed in enumerate(seeds)}
 
 
+def reference_update(
+    model: ActorCritic,
+    optimizer: torch.optim.Optimizer,
+    buffer: RolloutBuffer,
+    selection: Selection,
+    ppo,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """The oracle: SB3's PPO update of one network written plainly (nn.Linear layers, torch's optimizer, one
+    global clip), to check the stack's arithmetic against."""
+    buffer = buffer.to(model.device)
+    # Read the settings once: a DictConfig lookup in the hot loop costs as much as a small layer.
+    clip_range, ent_coef, vf_coef = float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef)
+    max_grad_norm = ppo.max_grad_norm
+    normalize, drop_last = bool(ppo.normalize_advantage), bool(ppo.drop_last_minibatch)
+    sums = torch.zeros(5, device=model.device)  # policy loss, value loss, entropy, approx KL, clip fraction
+    n_minibatches = 0
+    for _ in range(ppo.n_epochs):
+        for ids in minibatch_ids(selection, ppo.batch_size, rng, drop_last):
+            ids = ids.to(model.device)
+            head_out, values = model(buffer.obs[ids])
+            log_prob, entropy = model.action_head.log_prob_entropy(head_out, buffer.actions[ids])
+            advantages = buffer.advantages[ids]
+            if normalize:
+                advantages = normalize_advantages(advantages)
+            policy_loss = policy_loss_per_record(
+                log_prob, buffer.log_probs[ids], advantages, clip_range, entropy, ent_coef
+            ).mean()
+            value_loss = value_loss_per_record(values, buffer.returns[ids]).mean()
+            loss = policy_loss + vf_coef * value_loss
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            optimizer.step()
+
+            with torch.no_grad():
+                log_ratio = log_prob - buffer.log_probs[ids]
+                sums += torch.stack(
+                    [
+                        policy_loss,
+                        value_loss,
+                        entropy.mean(),
+                        ((log_ratio.exp() - 1) - log_ratio).mean(),
+                        ((log_ratio.exp() - 1).abs() > clip_range).float().mean(),
+                    ]
+                )
+            n_minibatches += 1
+    means = (sums / max(n_minibatches, 1)).tolist()
+    keys = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+    return dict(zip(keys, means)) | {"gradient_steps": n_minibatches}
+
+
 def shuffle_rng(seed: int) -> np.random.Generator:
     return numpy_generator(spawn_streams(seed)["shuffle"])  # the trainer's shuffle_rng, fresh
 
@@ -105,7 +161,7 @@ def test_one_stacked_seed_takes_todays_update_up_to_float_rounding(seeds):
         trainer = seeds.trainers[seed]
         model = copy.deepcopy(trainer.model)
         start = {name: value.clone() for name, value in model.state_dict().items()}
-        today = ppo_update(
+        today = reference_update(
             model,
             make_optimizer(seeds.cfg.optimizer, model.parameters()),  # a fresh one, as the stack's
             seeds.buffers[seed],
@@ -163,9 +219,9 @@ def test_iifs_scores_at_a_later_theta_are_todays_trainer_influence_alone_and_amo
     for seed in range(3):
         seed_cfg = copy.deepcopy(cfg)
         seed_cfg.seed = seed
-        trainers.append(Trainer(seed_cfg))
+        trainers.append(Seed(seed_cfg))
     for trainer in trainers:
-        assert run_round(trainer, 1)["n_kept"] < N_STEPS  # IIF dropped records before θ_2
+        assert run_round(Stack([trainer]), 1)[0]["n_kept"] < N_STEPS  # IIF dropped records before θ_2
     records = [trainer.collect(2) for trainer in trainers]
     today = [trainer.influence(buffer) for trainer, buffer in zip(trainers, records)]
     first = trainers[0]

@@ -13,8 +13,8 @@ import pytest
 from highway_env.envs.common.abstract import AbstractEnv
 
 from conftest import cli_refusal, compose_config, config_refusal
+from rlinfluence.batch.engine import Seed
 from rlinfluence.cli import run_task
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env
 from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.identity import IDENTITY, config_hash, result_settings
@@ -32,7 +32,7 @@ def outcomes(env) -> int:
 def test_the_overlay_collects_on_slippery_ice_and_tests_on_the_preset():
     cfg = compose_config(["+experiment=fidelity_train_env", "method=ppo", "debug=smoke"])
     validate(cfg)
-    trainer = Trainer(cfg)
+    trainer = Seed(cfg)
     try:
         assert [outcomes(env) for env in trainer.envs.envs] == [3] * cfg.env.n_envs
         assert {outcomes(env) for env in trainer.evaluator.envs} == {1}
@@ -45,7 +45,7 @@ def test_the_overlay_collects_on_slippery_ice_and_tests_on_the_preset():
 def test_only_the_collection_differs():
     """Same seed: the same initial policy scores the same at round 0 (the evaluation env is unchanged), and
     the first round's records differ (they were collected on slippery ice)."""
-    trainers = [Trainer(compose_config(["method=ppo", "debug=smoke", *extra])) for extra in ([], [SLIPPERY])]
+    trainers = [Seed(compose_config(["method=ppo", "debug=smoke", *extra])) for extra in ([], [SLIPPERY])]
     try:
         plain, slippery = trainers
         assert plain.evaluate(0) == slippery.evaluate(0)

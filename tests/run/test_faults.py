@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import metrics_rows
+from conftest import metrics_rows, one_network_update
 from rlinfluence.cli import run_task
 from rlinfluence.config.schema import InfluenceConfig, PPOConfig
 from rlinfluence.control.collect import collect_rollout
@@ -17,7 +17,6 @@ from rlinfluence.influence import compute_influence
 from rlinfluence.selection import DropMostNegative, Selection
 from rlinfluence.share import FilterShare
 from rlinfluence.targets import ReturnTarget
-from rlinfluence.update import ppo_update
 
 
 def test_wandb_online_without_network_is_reported_once_and_training_continues(
@@ -41,7 +40,7 @@ def trainer_and_buffer(tiny_config):
 
 
 def update(trainer, buffer, keep) -> dict[str, float]:
-    return ppo_update(
+    return one_network_update(
         trainer.model, trainer.optimizer, buffer, Selection(keep), PPOConfig(batch_size=32), np.random.default_rng(0)
     )
 

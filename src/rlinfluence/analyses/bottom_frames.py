@@ -21,14 +21,14 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
+from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.run.tasks import register
 
 OBS = "obs"  # the column of the records' observations, one array per row
 
 
-def bottom_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
+def bottom_round(trainer: Seed, run_dir: Path, k: int) -> pd.DataFrame:
     cfg = trainer.cfg
     before_round(trainer, run_dir, k)
     buffer = trainer.collect(k)

@@ -48,10 +48,10 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
+from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.schema import EvalConfig, PPOConfig
 from rlinfluence.control.evaluation import Evaluator
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import target_value
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
@@ -116,7 +116,7 @@ def removal_groups(
     return groups
 
 
-def counterfactual_round(trainer: Trainer, run_dir: Path, k: int, evaluator: Evaluator | None) -> pd.DataFrame:
+def counterfactual_round(trainer: Seed, run_dir: Path, k: int, evaluator: Evaluator | None) -> pd.DataFrame:
     cfg = trainer.cfg
     start = before_round(trainer, run_dir, k)
     buffer = trainer.collect(k)

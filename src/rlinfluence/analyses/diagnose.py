@@ -26,11 +26,11 @@ from rlinfluence.analyses.standard_run import (
     check_outputs,
     check_rounds,
 )
+from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import envs_with_state_key
 from rlinfluence.config.schema import EnvConfig
 from rlinfluence.control.networks import ActorCritic
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import STATE_SETTERS, make_env
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
@@ -139,7 +139,7 @@ def check_diagnose(cfg: DictConfig) -> None:
     check_at_least_one(settings, "analysis.diagnose", {"rollouts": "Monte-Carlo rollouts per (state, action)"})
 
 
-def diagnose_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
+def diagnose_round(trainer: Seed, run_dir: Path, k: int) -> pd.DataFrame:
     cfg = trainer.cfg
     before_round(trainer, run_dir, k)
     buffer = trainer.collect(k)

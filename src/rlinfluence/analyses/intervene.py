@@ -27,7 +27,7 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.control.trainer import Trainer
+from rlinfluence.batch.engine import Seed
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
 from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection
@@ -51,7 +51,7 @@ def arm_selections(
     }
 
 
-def intervene_round(trainer: Trainer, run_dir: Path, k: int) -> pd.DataFrame:
+def intervene_round(trainer: Seed, run_dir: Path, k: int) -> pd.DataFrame:
     start = before_round(trainer, run_dir, k)
     buffer = trainer.collect(k)
     scores = trainer.influence(buffer)

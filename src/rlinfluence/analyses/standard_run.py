@@ -2,7 +2,7 @@
 replayed from the snapshots it kept.
 
 A snapshot is the run's whole checkpoint after a round (weights, optimizer, every RNG, env states), so
-a Trainer loaded with snapshot k−1 runs round k exactly as the run did: the same buffer, and on the
+a Seed loaded with snapshot k−1 runs round k exactly as the run did: the same buffer, and on the
 same selection the same minibatch order and θ_k+1, bit for bit.
 """
 
@@ -19,11 +19,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlinfluence.batch.engine import seed_trainer
+from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import default_config
 from rlinfluence.config.paths import check_writable
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import load_snapshot, write_bytes, write_json
@@ -71,14 +70,14 @@ def ensure_standard_run(run_cfg: DictConfig) -> Path:
     return run_dir
 
 
-def before_round(trainer: Trainer, run_dir: Path, k: int) -> dict:
+def before_round(trainer: Seed, run_dir: Path, k: int) -> dict:
     """Put the trainer where the run stood when round k began; returns that snapshot."""
     state = load_snapshot(run_dir, k - 1)
     trainer.load_state_dict(state)
     return state
 
 
-def rerun_update(trainer: Trainer, start: dict, buffer: RolloutBuffer, selection: Selection) -> None:
+def rerun_update(trainer: Seed, start: dict, buffer: RolloutBuffer, selection: Selection) -> None:
     """Round k's update again on `selection`, from where the run stood when it began (θ_k, optimizer,
     minibatch shuffle RNG): on every record it gives the run's own θ_k+1. A copy of `start` is loaded:
     the optimizer adopts the state's tensors (Adam's moments), which its steps then change in place."""
@@ -86,7 +85,7 @@ def rerun_update(trainer: Trainer, start: dict, buffer: RolloutBuffer, selection
     trainer.update(completed + 1, buffer, selection)
 
 
-def matches_run(trainer: Trainer, run_dir: Path, k: int) -> bool:
+def matches_run(trainer: Seed, run_dir: Path, k: int) -> bool:
     """Whether the trainer's weights equal, bit for bit, the run's after round k."""
     snapshot = load_snapshot(run_dir, k)["model"]
     return all(torch.equal(value, snapshot[name]) for name, value in trainer.model.state_dict().items())
@@ -155,7 +154,7 @@ def analyse_rounds(
     cfg: DictConfig,
     analysis: str,
     rounds: list[int],
-    analyse_round: Callable[[Trainer, Path, int], pd.DataFrame],
+    analyse_round: Callable[[Seed, Path, int], pd.DataFrame],
     variant: str = "",
     encode: Callable[[pd.DataFrame], bytes] = csv_bytes,
     suffix: str = ".csv",
@@ -169,7 +168,7 @@ def analyse_rounds(
     run_dir = ensure_standard_run(run_cfg)
     started = time.perf_counter()
     torch.set_num_threads(run_cfg.torch_threads)
-    trainer = seed_trainer(run_cfg)  # engine=stacked's run replays through its one-seed stack
+    trainer = Seed(run_cfg)  # its rounds replayed through a stack of one, as its run trained them
     try:
         parts = [
             analyse_round(trainer, run_dir, k)

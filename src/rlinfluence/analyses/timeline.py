@@ -47,10 +47,10 @@ from rlinfluence.analyses.standard_run import (
     every_round_if_empty,
     standard_run_config,
 )
+from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.control.fit import check_action_target
 from rlinfluence.control.networks import ActorCritic
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.make import make_env, space_shape
 from rlinfluence.run.checkpoint import load_snapshot
 from rlinfluence.run.tasks import register
@@ -166,7 +166,7 @@ def embed(model: ActorCritic, obs: torch.Tensor) -> np.ndarray:
         return model.policy_latent(obs.to(model.device)).cpu().numpy().astype(np.float64)
 
 
-def timeline_round(trainer: Trainer, run_dir: Path, k: int, target: ActionTarget, final: ActorCritic) -> pd.DataFrame:
+def timeline_round(trainer: Seed, run_dir: Path, k: int, target: ActionTarget, final: ActorCritic) -> pd.DataFrame:
     cfg, settings = trainer.cfg, trainer.cfg.analysis.timeline
     before_round(trainer, run_dir, k)
     buffer = trainer.collect(k)

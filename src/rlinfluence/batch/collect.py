@@ -1,10 +1,10 @@
-"""The stacked engine's collection envs: every seed's training envs on one batched simulator.
+"""The control engine's collection envs: every seed's training envs on one batched simulator.
 
 Where the env has a batched simulator (envs/batched.py: FrozenLake, Acrobot) that also holds its env.state_key,
 seed i's n_envs training envs are the simulator's slots [i * n_envs, (i + 1) * n_envs) (control/collect.py's
 SimulatorSlots), and one step of the simulator steps every seed's envs; each seed's TrainEnvs keeps its own episode
 seeds, actions and returns, and applies its collection protocol, as with the library's envs, so its records and
-checkpoint have engine=default's bits. Elsewhere each seed's envs are the library's, stepped one by one.
+checkpoint have the bits of its library envs. Elsewhere each seed's envs are the library's, stepped one by one.
 """
 
 from __future__ import annotations

@@ -1,28 +1,27 @@
-"""engine=stacked: the seeds of one control config trained together, round by round, in one process.
+"""The control agent's engine: the runs of a process (one seed, or the seeds of a set, which differ in their seed
+alone) trained together, each stage of a round once for all of them (`Stack`, round.py's `Seeds`). One run is a
+stack of one: there is no other control engine.
 
-Each seed is engine=default's control agent (control/trainer.py's Trainer, built from the seed's config): its envs,
-evaluation envs, RNG streams and checkpoint are engine=default's, so its collection, selection and evaluation draw
-exactly what engine=default draws (arms stay paired by common random numbers). The seeds' actor-critics are
-stacked for the round (batch/networks.py): one forward per collection step samples every seed's actions,
-and the round's records, influence and PPO update are computed once for all seeds (batch/influence.py,
-batch/update.py). Evaluation runs each seed's own network (engine=default's `ActorCritic`) on its own episodes, all
-seeds' episodes stepped together on one batched simulator where the env has one (batch/evaluation.py). Every
-selection method runs, on its seed's records and RNG: the scores it ranks by are the stack's; the further
-targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy) differ per seed and
-are asked for one at a time, so each seed's own network scores them at θ_k with Trainer.attribution, as are the
-records of a round whose influence settings the stack's pass does not compute (`STACK_SCORED`). A stacked seed
-is its own numerics (engine=stacked in its identity: the stack's kernels and Adam may round unlike
-engine=default's, batch/networks.py), and it gets the same bits whichever seeds run beside it
-(tests/batch/test_engine.py).
+Each seed is a `Trainer` (control/trainer.py, built from the seed's config): its envs, evaluation envs, RNG streams
+and checkpoint are its own, so its collection, selection and evaluation draw what that seed alone draws (arms stay
+paired by common random numbers). The seeds' actor-critics are stacked for the round (batch/networks.py): one
+forward per collection step samples every seed's actions, and the round's records, influence and PPO update are
+computed once for all seeds (batch/influence.py, batch/update.py). Evaluation runs each seed's own network on its
+own episodes, all seeds' episodes stepped together on one batched simulator where the env has one
+(batch/evaluation.py). Every selection method runs, on its seed's records and RNG: the scores it ranks by are the
+stack's; the further targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy)
+differ per seed and are asked for one at a time, so each seed's own network scores them at θ_k with
+Trainer.attribution, as are the records of a round whose influence settings the stack's pass does not compute
+(`STACK_SCORED`). A seed gets the same bits whichever seeds run beside it (tests/batch/test_engine.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from rlinfluence.batch.collect import collection_simulator, simulator_steps
 from rlinfluence.batch.evaluation import stacked_evaluation
@@ -30,19 +29,17 @@ from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
 from rlinfluence.batch.optim import stacked_optimizer
 from rlinfluence.batch.update import stacked_ppo_update
-from rlinfluence.config.engines import STACKED
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.trainer import ControlInfluence, Trainer, step_agreement
 from rlinfluence.influence import StepInfluence
 from rlinfluence.records import RolloutBuffer
-from rlinfluence.round import Stopwatch, check_finite_scores, round_row
 from rlinfluence.selection import Selection
 from rlinfluence.update import StepHook
 
 
 @torch.no_grad()
 def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) -> list[RolloutBuffer]:
-    """Each seed's round-k rollout (Trainer.collect's), every step's actions of all seeds from one forward, and
+    """Each seed's round-k rollout (Trainer.start_rollout's), every step's actions of all seeds from one forward, and
     their envs stepped at once on one simulator where there is one (batch/collect.py)."""
     simulator = collection_simulator(trainers)
     rollouts = [trainer.start_rollout() for trainer in trainers]
@@ -59,7 +56,7 @@ def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) 
 
 
 # The influence settings the stack's one pass computes (batch/influence.py); under any other, each seed's records are
-# scored by its own Trainer at θ_k (engine=default's scores of that seed), as a selection's further targets are.
+# scored by its own Trainer at θ_k (Trainer.attribution), as a selection's further targets are.
 STACK_SCORED = (
     ("influence.backend", "jvp"),
     ("influence.normalization", "buffer"),
@@ -70,7 +67,7 @@ STACK_SCORED = (
 def stacked_method_scores(
     model: StackedActorCritic, trainers: list[Trainer], records: list[RolloutBuffer], ppo: PPOConfig
 ) -> list[np.ndarray | None]:
-    """Each seed's round-start scores on the target its method ranks by (Trainer.attribute's: target.name's, or
+    """Each seed's round-start scores on the target its method ranks by (target.name's, or
     the method's own, method=consensus's round mean loss), all seeds in one pass where the influence settings are
     the stack's; None where neither the method needs them (ppo, advantage, td_error) nor a corrupted round ranks its
     planted records by them nor every-step influence is compared with them."""
@@ -120,58 +117,50 @@ def stacked_update(
     return stats
 
 
-class StackedSeed(Trainer):
-    """One seed of engine=stacked on its own: a Trainer whose round collects and updates through a one-seed stack,
-    as its set trains it (a seed's slice has the same bits alone or among others). The analyses replay a stacked
-    run's rounds with it, so that the replayed update of the run's own selection gives the run's own weights."""
+class Stack:
+    """round.Seeds of the control agent: the seeds' actor-critics stacked for the round (batch/networks.py), and
+    each stage of the round once for all of them. One run is a stack of one."""
+
+    def __init__(self, trainers: Sequence[Trainer]):
+        self.agents = list(trainers)
+        self.model = StackedActorCritic([trainer.model for trainer in trainers])
+
+    def collect(self, k: int) -> list[RolloutBuffer]:
+        return stacked_collect(self.model, self.agents, k)
+
+    def forward(self, k: int, records: list[RolloutBuffer]) -> list[dict[str, float]]:
+        """Nothing: the rollout computes the log-probs, values and advantages at θ_k."""
+        return [{} for _ in records]
+
+    def attribute(self, k: int, records: list[RolloutBuffer]) -> list[ControlInfluence]:
+        """Each seed's scores on the target its method ranks by (`stacked_method_scores`), its attribution at θ_k
+        on any further target its selection asks for, and its every-step influence (Trainer.steps)."""
+        scores = stacked_method_scores(self.model, self.agents, records, self.agents[0].ppo_settings(k))
+        return [
+            ControlInfluence(seed_scores, trainer.attribution(buffer), trainer.steps(k, buffer))
+            for trainer, buffer, seed_scores in zip(self.agents, records, scores)
+        ]
+
+    def update(
+        self, k: int, records: list[RolloutBuffer], selections: list[Selection], influences: list[ControlInfluence]
+    ) -> list[dict[str, float]]:
+        return stacked_update(self.model, self.agents, records, selections, k, influences)
+
+    def evaluate(self, k: int) -> list[dict[str, float]]:
+        return stacked_evaluation(self.agents, k)
+
+
+class Seed(Trainer):
+    """One seed of the control agent on its own, with the stages the analyses rerun one at a time (collect, update):
+    each through a stack of one, as its run trained it, so that the replayed update of the run's own selection gives
+    the run's own weights."""
 
     def collect(self, k: int) -> RolloutBuffer:
-        [records] = stacked_collect(StackedActorCritic([self.model]), [self], k)
+        [records] = Stack([self]).collect(k)
         return records
 
     def update(
         self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None
     ) -> dict[str, float]:
-        influences = None if influence is None else [influence]
-        [stats] = stacked_update(StackedActorCritic([self.model]), [self], [buffer], [selection], k, influences)
+        [stats] = Stack([self]).update(k, [buffer], [selection], [influence or ControlInfluence()])
         return stats
-
-
-def seed_trainer(cfg: DictConfig) -> Trainer:
-    """The control agent of one seed as its run's engine trains it: engine=stacked's StackedSeed, else a Trainer."""
-    return StackedSeed(cfg) if cfg.engine == STACKED else Trainer(cfg)
-
-
-def stacked_round(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
-    """Round k of each seed's run (round.run_round's stages), the influence and update of all seeds at once; the
-    seeds' metrics rows. A stage's seconds are the batch's, shared equally among its seeds."""
-    watch = Stopwatch()
-    first = trainers[0]  # the seeds differ in their seed alone: every other setting is the first's
-    model = StackedActorCritic([trainer.model for trainer in trainers])
-    records = stacked_collect(model, trainers, k)
-    watch.lap("time_collect")
-    ppo = first.ppo_settings(k)
-    scores = stacked_method_scores(model, trainers, records, ppo)
-    for seed_scores in scores:
-        check_finite_scores(k, seed_scores)
-    watch.lap("time_influence")
-    selections = [
-        trainer.method.select(buffer, seed_scores, trainer.selection_rng, trainer.attribution(buffer))
-        for trainer, buffer, seed_scores in zip(trainers, records, scores)
-    ]
-    watch.lap("time_select")
-    influences = [
-        ControlInfluence(seed_scores, steps=steps)
-        for seed_scores, steps in zip(scores, (trainer.steps(k, buffer) for trainer, buffer in zip(trainers, records)))
-    ]
-    stats = stacked_update(model, trainers, records, selections, k, influences)
-    watch.lap("time_update")
-    evaluations = stacked_evaluation(trainers, k)
-    watch.lap("time_eval")
-    shares = watch.shares(len(trainers))
-    return [
-        round_row(trainer, k, buffer, selection, seed_scores, seed_stats | seed_evaluation | shares)
-        for trainer, buffer, selection, seed_scores, seed_stats, seed_evaluation in zip(
-            trainers, records, selections, scores, stats, evaluations
-        )
-    ]

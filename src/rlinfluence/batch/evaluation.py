@@ -1,11 +1,12 @@
-"""The stacked engine's evaluation: every seed's evaluation episodes of a round stepped together.
+"""The control engine's evaluation: every seed's evaluation episodes of a round stepped together.
 
 Where the env has a batched simulator (envs/batched.py: FrozenLake, Acrobot), one simulator holds every seed's
 evaluation slots (seed i's n_parallel slots side by side) and one masked step advances all the episodes still
 running; elsewhere each seed's Evaluator steps its library envs, seed after seed. Either way each seed plays its
 Evaluator's round (control/evaluation.py's EvaluationRound: its episode seeds, its action noise) and samples its
-actions with its own network on exactly the observations engine=default's Evaluator stacks, so a seed's test return has
-engine=default's bits. The forward stays one per seed: the env steps, not the forwards, are what evaluation spends.
+actions with its own network on exactly the observations its Evaluator on library envs stacks, so a seed's test
+return is the same on either. The forward stays one per seed: the env steps, not the forwards, are what
+evaluation spends.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import torch
 from rlinfluence.control.evaluation import EvaluationRound
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedSimulator, simulator_if_any
-from rlinfluence.round import Stopwatch, evaluation, initial_row, is_eval_round
 
 
 def simulator_for(trainers: list[Trainer]) -> BatchedSimulator | None:
@@ -28,21 +28,12 @@ def simulator_for(trainers: list[Trainer]) -> BatchedSimulator | None:
 
 
 def stacked_evaluation(trainers: list[Trainer], k: int) -> list[dict[str, Any]]:
-    """Round k's evaluation of each seed (round.evaluation's), on one batched simulator where there is one."""
-    first = trainers[0]  # the seeds differ in their seed alone
-    simulator = simulator_for(trainers) if is_eval_round(k, first.cfg.eval.every, first.cfg.env.rounds) else None
+    """Round k's evaluation of each seed, on one batched simulator where there is one, else each seed's own
+    Evaluator on its library envs (Trainer.evaluate)."""
+    simulator = simulator_for(trainers)
     if simulator is None:
-        return [evaluation(trainer, k) for trainer in trainers]
+        return [trainer.evaluate(k) for trainer in trainers]
     return simulated_evaluation(simulator, trainers, k)
-
-
-def stacked_initial_rows(trainers: list[Trainer]) -> list[dict[str, Any]]:
-    """Each seed's round-0 row (round.initial_row's), its evaluation's seconds the batch's shared equally."""
-    watch = Stopwatch()
-    evaluations = stacked_evaluation(trainers, 0)
-    watch.lap("time_eval")
-    shares = watch.shares(len(trainers))
-    return [initial_row(trainer, evaluated | shares) for trainer, evaluated in zip(trainers, evaluations)]
 
 
 @torch.no_grad()

@@ -2,16 +2,15 @@
 and applied with one `torch.baddbmm`, so a forward or backward costs one call for all seeds; a convolution
 runs each seed's own `conv2d` (StackedConv2d).
 
-Seed k's slice starts bit-for-bit as engine=default initialises seed k (`from_seeds` builds each seed's
-`ActorCritic` and stacks it). The slices never mix, and a slice's numbers do not depend on which or how many
-seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives each slice the same bits for any N (tested
-for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two, Acrobot's
-slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends to another
-kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN is tested the same
-way (tests/batch/). Under a CPU's native kernels these round differently from engine=default's `nn.Linear`
-(addmm). Under the pinned kernels (kernels.py) a one-seed stack gave engine=default's rows of every SGD preset
-measured (docs/reproduction/stacked.md, "One seed stacked": the same selections and test returns), though not its
-weights' last bits; with Adam the stack's own Adam arithmetic (batch/optim.py) parts the rows too.
+Seed k's slice starts bit-for-bit as seed k's own `ActorCritic` (control/networks.py) is initialised (`from_seeds`
+builds each seed's `ActorCritic` and stacks it). The slices never mix, and a slice's numbers do not depend on which
+or how many seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives each slice the same bits for any N
+(tested for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two,
+Acrobot's slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends
+to another kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN is tested the same
+way (tests/batch/). These round differently from an `nn.Linear` (addmm): the one-run round that engine=default had
+until commit cfbcb6b (replay.ONE_RUN_ROUND_LAST) is another numerics class (docs/reproduction/stacked.md, "One
+engine").
 """
 
 from __future__ import annotations
@@ -80,9 +79,9 @@ class StackedLinear(_StackedLayer):
 class StackedConv2d(_StackedLayer):
     """N `nn.Conv2d`s of one shape (no padding, dilation or groups), each seed's images through its own `conv2d`
     (weight [N, out, in, rows, columns], a seed's own layout stacked; bias [N, out]). One call per seed gives a seed
-    the same kernel, hence the same bits, whichever seeds sit beside it, and costs per seed what engine=default's does:
+    the same kernel, hence the same bits, whichever seeds sit beside it, and costs per seed what one `nn.Conv2d` does:
     grouped `conv2d` (groups = N) gave a seed other bits at N = 1 than among others (the 3-channel first layer
-    on MiniGrid's 7×7 view, one thread), and a matmul over unfolded patches cost several times engine=default's
+    on MiniGrid's 7×7 view, one thread), and a matmul over unfolded patches cost several times `nn.Conv2d`'s
     convolution on these small images."""
 
     def __init__(self, convs: list[nn.Conv2d]):
@@ -114,7 +113,7 @@ STATELESS = (nn.Tanh, nn.ReLU, ImageScale)  # elementwise: the same on [m, B, ..
 
 
 def _layers(module: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
-    """A module's leaves in forward order, named as engine=default's `state_dict` names them."""
+    """A module's leaves in forward order, named as a seed's `ActorCritic.state_dict` names them."""
     return [
         (f"{name}.{leaf}" if leaf else name, layer)
         for leaf, layer in module.named_modules()
@@ -152,7 +151,7 @@ class _StackedPath(nn.ModuleList):
 
 
 class StackedCategoricalHead(nn.Module):
-    """N `CategoricalHead`s: their logits' Linears stacked; engine=default's head's arithmetic on [m, B] records."""
+    """N `CategoricalHead`s: their logits' Linears stacked; a seed's head's arithmetic on [m, B] records."""
 
     def __init__(self, heads: list[CategoricalHead]):
         super().__init__()
@@ -171,12 +170,12 @@ class StackedCategoricalHead(nn.Module):
         return CategoricalHead.sample(logits, noise)
 
     def own_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
-        """Its parameters other than its Linear's: (engine=default's name in the head, the holder, the attribute)."""
+        """Its parameters other than its Linear's: (its name in a seed's head, the holder, the attribute)."""
         return []
 
 
 class StackedGaussianHead(_SeedStacked):
-    """N `GaussianHead`s: their means' Linears stacked, each seed's log std [N, 1, action_dim]; engine=default's head's
+    """N `GaussianHead`s: their means' Linears stacked, each seed's log std [N, 1, action_dim]; a seed's head's
     arithmetic on [m, B, action_dim] records, each seed's with its own log std."""
 
     def __init__(self, heads: list[GaussianHead]):
@@ -224,7 +223,7 @@ class StackedActorCritic(nn.Module):
     def from_seeds(
         cls, observation_space: gym.Space, action_space: gym.Space, net: NetworkConfig, seeds: list[int]
     ) -> StackedActorCritic:
-        """Each seed's network as engine=default initialises it (its `network` stream), stacked in `seeds`' order."""
+        """Each seed's `ActorCritic` as its `network` stream initialises it, stacked in `seeds`' order."""
         return cls(
             [
                 ActorCritic(observation_space, action_space, net, torch_generator(spawn_streams(seed)["network"]))
@@ -263,7 +262,7 @@ class StackedActorCritic(nn.Module):
         return self.action_head.sample(self.policy_output(obs), noise)
 
     def seed_parameters(self) -> list[tuple[str, _SeedStacked, str]]:
-        """Each stacked parameter: (engine=default's `state_dict` key, the module holding it, its attribute)."""
+        """Each stacked parameter: (a seed's `state_dict` key, the module holding it, its attribute)."""
         layers = [
             *(
                 pair

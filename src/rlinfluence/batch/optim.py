@@ -5,7 +5,7 @@ The seeds step different numbers of times in a round (their kept sets, hence min
 names the seeds it trains, and a seed that sits it out neither moves nor advances its state. Plain SGD keeps
 no state: a seed left out has a zero gradient, which moves it by nothing. Adam keeps each seed's step count
 and moments; they live in the seed's own `torch.optim.Adam` between rounds (so its checkpoint holds them as
-engine=default writes them) and are stacked for the round's update.
+torch's Adam writes them) and are stacked for the round's update.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class StackedAdam:
 
     def keep(self, seed_optimizers: SeedOptimizers) -> None:
         """Each seed's step count and moments into its own optimizer (after its network has the seed's parameters),
-        its lr the round's, as engine=default leaves them after a round."""
+        its lr the round's, as torch's Adam would leave them."""
         for k, (seed_model, optimizer) in enumerate(seed_optimizers):
             optimizer.param_groups[0]["lr"] = self.lr
             if not self.steps[k]:

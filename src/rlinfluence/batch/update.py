@@ -1,7 +1,7 @@
 """One PPO update for N seeds at once, on the stacked actor-critic (batch/networks.py).
 
-Each seed keeps what is its own in engine=default's update (update.py): its records, its selection, its minibatch
-shuffles (`minibatch_ids` on its own `shuffle` generator, so the same ids in the same order as engine=default), its
+Each seed keeps what is its own in SB3's update (update.py): its records, its selection, its minibatch shuffles
+(`minibatch_ids` on its own `shuffle` generator, so the same ids in the same order alone or among others), its
 gradient-norm clip and its step count. A step trains every seed that still has a minibatch; seeds whose
 minibatches differ in size (a smaller last one, or fewer kept records) take their steps in separate groups of
 one size. The loss is losses.py's per-record loss, averaged per seed; the seeds' losses are summed for one
@@ -41,7 +41,7 @@ def clip_grad_norm_per_seed(parameters: Iterable[nn.Parameter], max_norm: float)
 
 
 def _minibatches(selection: Selection, ppo: PPOConfig, rng: np.random.Generator) -> Iterator[torch.Tensor]:
-    """One seed's minibatches over all epochs, each epoch's shuffle drawn as it starts, as engine=default draws them."""
+    """One seed's minibatches over all epochs, each epoch's shuffle drawn as it starts, as it would alone."""
     drop_last = bool(ppo.drop_last_minibatch)
     return itertools.chain.from_iterable(
         minibatch_ids(selection, ppo.batch_size, rng, drop_last) for _ in range(ppo.n_epochs)
@@ -62,7 +62,7 @@ def _minibatch_step(
 ) -> torch.Tensor:
     """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
     each seed's own record ids; `records` the seeds' records, concatenated); their [seeds, 5] statistics. A seed's
-    `on_steps` hook (every-step influence) is called at θ_j, before the step, as engine=default's update calls it."""
+    `on_steps` hook (every-step influence) is called at θ_j, before the step."""
     group_ids = torch.tensor(group, device=model.device)
     seeds = None if len(group) == model.n_seeds else group_ids
     n_records = len(records["obs"]) // model.n_seeds
@@ -111,7 +111,7 @@ def stacked_ppo_update(
     rngs: list[np.random.Generator],
     on_steps: Sequence[StepHook | None] | None = None,
 ) -> list[dict[str, float]]:
-    """engine=default's `ppo_update` for each seed k on (buffers[k], selections[k], rngs[k]), with its hook
+    """SB3's PPO update for each seed k on (buffers[k], selections[k], rngs[k]), with its hook
     on_steps[k] if any; each seed's statistics."""
     n = model.n_seeds
     if not len(buffers) == len(selections) == len(rngs) == n:

@@ -1,5 +1,6 @@
-"""The control agent: the envs, actor-critic, optimizer and RNGs of one run, and each stage of a round on them
-(round.py runs the stages in order; run/loop.py runs the rounds)."""
+"""The control agent: the envs, actor-critic, optimizer and RNGs of one run, and what each stage of a round asks of
+one seed (its rollout's start and records, its attribution at θ_k, its schedules, its evaluation on library envs).
+The stages themselves run on the control engine (batch/engine.py), once for all the seeds a process trains."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from rlinfluence.round import COLUMNS
 from rlinfluence.seeding import numpy_generator, spawn_streams, torch_generator
 from rlinfluence.selection import Attribute, Influence, Selection, make_selection
 from rlinfluence.targets import TARGETS as CONTROL_TARGETS, make_target
-from rlinfluence.update import make_optimizer, ppo_update, scheduled
+from rlinfluence.update import make_optimizer, scheduled
 
 NAN = float("nan")
 
@@ -90,17 +91,10 @@ class Trainer:
         self.target = make_target(cfg.target, space_shape(self.envs.observation_space))
         self.method = make_selection(cfg)
 
-    # The stages of a round (round.Agent), each on its own so the analyses (analyses/) can rerun a
-    # round's update from the same state with another selection.
+    # One seed's part in the stages of a round (batch/engine.py runs them).
 
     def state_fields(self) -> dict[str, float]:
         return {}
-
-    def collect(self, k: int) -> RolloutBuffer:
-        """Round k's rollout; the envs and RNGs carry on from the round before (k names the round only)."""
-        rollout = self.start_rollout()
-        rollout.run(self.model)
-        return self.rollout_records(k, rollout, self.model)
 
     def start_rollout(self) -> Rollout:
         """The round's rollout before its first step: the collection protocol applied, its action noise drawn."""
@@ -125,10 +119,6 @@ class Trainer:
         if planted is not None and corruption.kind == ADVANTAGE_SIGN:
             negate_planted_advantages(buffer)
         return buffer
-
-    def forward(self, k: int, buffer: RolloutBuffer) -> dict[str, float]:
-        """Nothing: the rollout computes the log-probs, values and advantages at θ_k."""
-        return {}
 
     def train_return(self, buffer: RolloutBuffer) -> float:
         """The mean return of the episodes that finished during the round's collection."""
@@ -155,16 +145,6 @@ class Trainer:
         clip_range = scheduled(self.cfg.ppo.clip_range, self.cfg.ppo.clip_range_schedule, k, self.cfg.env.rounds)
         return cast(PPOConfig, OmegaConf.merge(self.cfg.ppo, {"clip_range": clip_range}))
 
-    def attribute(self, k: int, buffer: RolloutBuffer) -> ControlInfluence:
-        """The scores the method selects on (on the agent's target, or the method's own: method=consensus
-        scores against the round's mean loss) when it needs them or the round planted records (whose
-        ranking is measured); with influence.checkpoints=every_step, the paper's multi-checkpoint influence
-        too, summed during round k's update, and the round-start scores it is compared with."""
-        if not self.wants_scores(buffer):
-            return ControlInfluence()
-        attribute = self.attribution(buffer)
-        return ControlInfluence(attribute(self.method.scored_target(self.target)), attribute, self.steps(k, buffer))
-
     def wants_scores(self, buffer: RolloutBuffer) -> bool:
         """Whether round-start scores are computed: the method ranks by them, a corrupted run ranks its planted
         records by them (every arm), or every-step influence is compared with them."""
@@ -176,25 +156,6 @@ class Trainer:
             return None
         target = self.method.scored_target(self.target)  # method=consensus: the round's mean loss
         return StepInfluence(self.model, buffer, target, self.ppo_settings(k), self.learning_rate(k))
-
-    def update(
-        self, k: int, buffer: RolloutBuffer, selection: Selection, influence: ControlInfluence | None = None
-    ) -> dict[str, float]:
-        """Round k's PPO update (k sets the scheduled lr and clip range); with every-step influence, how
-        well the round-start scores rank it."""
-        steps = influence.steps if influence else None
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate(k)
-        stats = ppo_update(
-            self.model,
-            self.optimizer,
-            buffer,
-            selection,
-            self.ppo_settings(k),
-            self.shuffle_rng,
-            on_step=None if steps is None else steps.add_step,
-        )
-        return stats | step_agreement(influence, selection)
 
     def evaluate(self, k: int) -> dict[str, float]:
         return self.evaluator.evaluate(self.model, k)

@@ -1,5 +1,5 @@
 """The run loop: a process's runs (one, or engine=stacked's seeds of a set) round by round, each round's due runs
-advanced together by their engine (`RoundEngine`: round.py one by one, or batch/engine.py all seeds at once),
+advanced together (round.py's round on their agent's `Seeds`: the control engine's stack, batch/engine.py),
 each run's round written as it ends (metrics.csv row, checkpoint, summary.json; all of a round's or none),
 resumable from its last checkpoint, stopped cleanly by a signal."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,9 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rlinfluence.batch.engine import stacked_round
-from rlinfluence.batch.evaluation import stacked_initial_rows
-from rlinfluence.config.engines import STACKED
-from rlinfluence.control.trainer import Trainer
 from rlinfluence.kernels import unavailable_line
-from rlinfluence.round import Agent, initial_row, run_round
-from rlinfluence.run.agents import make_agent
+from rlinfluence.round import Agent, initial_rows, run_round
+from rlinfluence.run.agents import make_agent, seeds_of
 from rlinfluence.run.checkpoint import (
     DONE,
     METRICS,
@@ -117,35 +112,9 @@ class SeedRun:
         return self.resume.next_round
 
 
-@dataclass(frozen=True)
-class RoundEngine:
-    """How an engine makes a run's agent and advances the runs that are due together: round 0's rows (the initial
-    policy evaluated) and round k's rows, one per run, in the runs' order."""
-
-    make: Callable[[DictConfig], Agent]
-    initial_rows: Callable[[list[Any]], list[dict[str, Any]]]
-    round_rows: Callable[[list[Any], int], list[dict[str, Any]]]
-
-
-# engine=default: each run's agent (run/agents.py) advanced on its own by round.py.
-ONE_BY_ONE = RoundEngine(
-    make=make_agent,
-    initial_rows=lambda agents: [initial_row(agent) for agent in agents],
-    round_rows=lambda agents, k: [run_round(agent, k) for agent in agents],
-)
-# engine=stacked: the seeds' Trainers advanced together, each stage once for all of them (batch/engine.py).
-STACKED_ROUNDS = RoundEngine(make=Trainer, initial_rows=stacked_initial_rows, round_rows=stacked_round)
-
-
-def round_engine(cfg: DictConfig) -> RoundEngine:
-    """The engine a run was made by advances it, alone or among other seeds: a stacked seed replays as its set
-    made it (task=replay)."""
-    return STACKED_ROUNDS if cfg.engine == STACKED else ONE_BY_ONE
-
-
 def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None = None) -> dict[str, Any]:
     """Run (or resume) one training run in the existing `run_dir` with the agent `env.agent` names
-    (run/agents.py) on its engine; returns its summary. `last_round` < env.rounds stops it there, unfinished
+    (run/agents.py); returns its summary. `last_round` < env.rounds stops it there, unfinished
     (task=replay)."""
     [summary] = train_runs([SeedRun(cfg, run_dir, resume)], last_round)
     return summary
@@ -153,10 +122,9 @@ def train(cfg: DictConfig, run_dir: Path, resume: Resume, last_round: int | None
 
 def train_runs(runs: list[SeedRun], last_round: int | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the runs in their existing run dirs, round by round, each round's due runs advanced together
-    by their engine (engine=stacked: every seed of a set; a seed that resumes ahead of the others waits until its
-    round is due); their summaries. The runs share every setting but the seed."""
+    (engine=stacked: every seed of a set; a seed that resumes ahead of the others waits until its round is due);
+    their summaries. The runs share every setting but the seed."""
     first = runs[0].cfg
-    engine = round_engine(first)
     torch.set_num_threads(first.torch_threads)
     if (unpinned := unavailable_line()) is not None:  # the kernels its summary.json records are this CPU's own
         print(f"rlinfluence: {unpinned}", file=sys.stderr)
@@ -164,11 +132,11 @@ def train_runs(runs: list[SeedRun], last_round: int | None = None) -> list[dict[
     with StopSignals().installed() as signals:
         try:
             try:
-                agents.extend(engine.make(run.cfg) for run in runs)
+                agents.extend(make_agent(run.cfg) for run in runs)
             except Interrupted as stop:
                 raise interrupted(stop, min(run.start for run in runs), first) from None
             last = first.env.rounds if last_round is None else last_round
-            return _train_rounds(runs, agents, engine, signals, last)
+            return _train_rounds(runs, agents, signals, last)
         finally:
             for agent in agents:
                 agent.close()
@@ -221,7 +189,7 @@ def write_end(cfg: DictConfig, run_dir: Path, logger: RunLogger, last_round: int
 
 
 def _train_rounds(
-    runs: list[SeedRun], agents: list[Agent], engine: RoundEngine, signals: StopSignals, last_round: int
+    runs: list[SeedRun], agents: list[Agent], signals: StopSignals, last_round: int
 ) -> list[dict[str, Any]]:
     first = runs[0].cfg
     loggers: list[RunLogger] = []
@@ -251,8 +219,8 @@ def _train_rounds(
         ) as progress:
             for k in progress:
                 due = [i for i, run in enumerate(runs) if run.start <= k]
-                due_agents = [agents[i] for i in due]
-                rows = engine.initial_rows(due_agents) if k == 0 else engine.round_rows(due_agents, k)
+                seeds = seeds_of([agents[i] for i in due])
+                rows = initial_rows(seeds) if k == 0 else run_round(seeds, k)
                 with signals.deferred():  # each run's row, checkpoint and summary: all of them or none
                     for i, row in zip(due, rows):
                         write_round(runs[i].cfg, runs[i].run_dir, loggers[i], agents[i], k, row, processes[i])

@@ -39,6 +39,19 @@ def code_version(where: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
         return None, None
 
 
+def is_ancestor(commit: str, of: str, where: Path = REPO_ROOT) -> bool | None:
+    """Whether `commit` is `of` or made before it; None where git cannot tell (no checkout, an unknown commit)."""
+    try:
+        _git(where, "cat-file", "-e", f"{commit}^{{commit}}")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    try:
+        _git(where, "merge-base", "--is-ancestor", commit, of)
+    except subprocess.CalledProcessError:
+        return False
+    return True
+
+
 def describe_code_version(where: Path = REPO_ROOT) -> str:
     """``<sha>``, ``<sha> (uncommitted changes)``, or ``unknown (not a git checkout)``."""
     commit, dirty = code_version(where)
