@@ -80,7 +80,7 @@ class ReplayResult:
     from_round: int | None  # its round
     made_on: str  # the hardware class of the committed run (kernels.hardware_class)
     this_machine: str  # the replay's
-    made_by: str | None = None  # the retired engine that made it (`retired_engine`), None for today's
+    made_by: str | None = None  # the retired engine that made it (`retired_engine`), None for the one engine's
 
     @property
     def failed(self) -> bool:
@@ -181,7 +181,7 @@ def committed_class(rows: pd.DataFrame) -> str:
 def retired_engine(settings: dict[str, Any], rows: pd.DataFrame) -> str | None:
     """`engine=default's one-run round (commit <sha>)` when a committed control run's rows (`settings`: its
     config_hash's) were made by engine=default at ONE_RUN_ROUND_LAST or before it (or before runs recorded their
-    commit, or at a commit git cannot place here: a shallow clone); None for a run of today's control engine:
+    commit, or at a commit git cannot place here: a shallow clone); None for a run of the one control engine:
     engine=stacked's, or engine=default's made since."""
     if settings.get("engine", DEFAULT) != DEFAULT:
         return None

@@ -32,7 +32,7 @@ N_STEPS = 200  # 7 minibatches of 32 (debug=smoke) per epoch, the last a smaller
 
 
 class Seeds:
-    """16 seeds of one config: each seed's trainer (today's engine) and its round-1 records."""
+    """16 seeds of one config: each seed's trainer and its round-1 records."""
 
     def __init__(self, env: str, *overrides: str):
         self.cfg = compose_config(["debug=smoke", f"env={env}", f"env.n_steps={N_STEPS}", *overrides])
@@ -145,23 +145,23 @@ def seeds(request, one_thread) -> Seeds:
     return Seeds(env, "ppo.max_grad_norm=0.5", *overrides)
 
 
-def test_each_seeds_slice_starts_as_todays_engine_starts_that_seed(seeds):
+def test_each_seeds_slice_starts_as_that_seeds_own_network(seeds):
     stacked = seeds.stack([7, 12, 2])
     for i, seed in enumerate([7, 12, 2]):
-        today = seeds.trainers[seed].model.state_dict()
+        own = seeds.trainers[seed].model.state_dict()
         mine = stacked.seed_state_dict(i)
-        assert mine.keys() == today.keys()
-        assert all(torch.equal(mine[name], today[name]) for name in today)
+        assert mine.keys() == own.keys()
+        assert all(torch.equal(mine[name], own[name]) for name in own)
 
 
-def test_one_stacked_seed_takes_todays_update_up_to_float_rounding(seeds):
+def test_one_stacked_seed_takes_a_plain_ppo_update_up_to_float_rounding(seeds):
     """Not bit-for-bit: baddbmm's kernels round unlike nn.Linear's addmm (batch/networks.py). The same
     minibatches in the same order, so the parameters after 10 epochs differ in the last bits only."""
     for seed in (0, 3):  # a kept-set seed and the reweighted one
         trainer = seeds.trainers[seed]
         model = copy.deepcopy(trainer.model)
         start = {name: value.clone() for name, value in model.state_dict().items()}
-        today = reference_update(
+        reference = reference_update(
             model,
             make_optimizer(seeds.cfg.optimizer, model.parameters()),  # a fresh one, as the stack's
             seeds.buffers[seed],
@@ -170,8 +170,8 @@ def test_one_stacked_seed_takes_todays_update_up_to_float_rounding(seeds):
             shuffle_rng(seed),
         )
         parameters, stats = seeds.updated_alone(seed)
-        assert stats["gradient_steps"] == today["gradient_steps"] > 0
-        assert stats == pytest.approx(today, rel=1e-4, abs=1e-7)
+        assert stats["gradient_steps"] == reference["gradient_steps"] > 0
+        assert stats == pytest.approx(reference, rel=1e-4, abs=1e-7)
         for name, value in model.state_dict().items():
             assert not torch.equal(value, start[name]) or name.endswith("bias")  # the update moved it
             assert torch.allclose(parameters[name], value, rtol=0, atol=1e-6), name
@@ -189,8 +189,8 @@ def test_a_seeds_update_is_bit_identical_alone_or_among_others_in_any_order(seed
         assert all(torch.equal(parameters[name], alone_parameters[name]) for name in alone_parameters), seed
 
 
-def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others(seeds):
-    """Round-start influence on the agent's target (f_return): each row is today's scores of that seed's network
+def test_each_seed_is_scored_at_its_own_theta_as_its_network_alone_and_among_others(seeds):
+    """Round-start influence on the agent's target (f_return): each row is the scores of that seed's own network
     on its records up to float rounding, and the same bits whether the seed is scored alone or in a stack."""
     target, ppo = seeds.trainers[0].target, seeds.cfg.ppo
 
@@ -201,8 +201,8 @@ def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others
 
     together = scores([5, 0, 9], 64)  # 64: four chunks of the 200 records
     for row, seed in zip(together, [5, 0, 9]):
-        today = influence_scores(seeds.trainers[seed].model, seeds.buffers[seed], target, ppo)
-        assert torch.allclose(row, today, rtol=1e-4, atol=1e-7)
+        own = influence_scores(seeds.trainers[seed].model, seeds.buffers[seed], target, ppo)
+        assert torch.allclose(row, own, rtol=1e-4, atol=1e-7)
         assert torch.equal(row, scores([seed], 64)[0])
         assert torch.equal(row, scores([seed], 4096)[0])  # one chunk or several: the same bits
     sixteen = scores(SEEDS[::-1], 64)
@@ -210,10 +210,10 @@ def test_each_seed_is_scored_at_its_own_theta_as_today_and_alone_or_among_others
 
 
 @pytest.mark.parametrize("env", ["frozenlake", "acrobot", "gym env.id=Pendulum-v1"])
-def test_iifs_scores_at_a_later_theta_are_todays_trainer_influence_alone_and_among_three(env, one_thread):
-    """IIF's round-2 scores as the stacked engine computes them (engine.stacked_round's call) against today's
+def test_iifs_scores_at_a_later_theta_are_the_trainers_influence_alone_and_among_three(env, one_thread):
+    """IIF's round-2 scores as the stacked engine computes them (Stack.attribute's call) against each seed's own
     (Trainer.influence: round_attribution with the run's influence settings), on the same records at the same θ_2,
-    which today's round 1 made (IIF's selection and update); seed 1 alone (N = 1) and among seeds 0-2 (N = 3)."""
+    which round 1 made (IIF's selection and update); seed 1 alone (N = 1) and among seeds 0-2 (N = 3)."""
     cfg = compose_config(["debug=smoke", *f"env={env}".split(), "method=iif", f"env.n_steps={N_STEPS}"])
     trainers = []
     for seed in range(3):
@@ -223,7 +223,7 @@ def test_iifs_scores_at_a_later_theta_are_todays_trainer_influence_alone_and_amo
     for trainer in trainers:
         assert run_round(Stack([trainer]), 1)[0]["n_kept"] < N_STEPS  # IIF dropped records before θ_2
     records = [trainer.collect(2) for trainer in trainers]
-    today = [trainer.influence(buffer) for trainer, buffer in zip(trainers, records)]
+    own = [trainer.influence(buffer) for trainer, buffer in zip(trainers, records)]
     first = trainers[0]
     for batch in ([1], [0, 1, 2]):
         stacked = stacked_influence_scores(
@@ -234,13 +234,11 @@ def test_iifs_scores_at_a_later_theta_are_todays_trainer_influence_alone_and_amo
             first.cfg.influence.chunk_size,
         )
         for row, seed in zip(stacked.numpy(), batch):
-            scale = np.abs(today[seed]).max()
+            scale = np.abs(own[seed]).max()
             assert scale > 0
             # a score sums products over the parameters, so its rounding is of the largest scores' size (a few float32
             # epsilons of it, ~4e-7 as measured), however small the score itself: Pendulum's have both
-            np.testing.assert_allclose(
-                row, today[seed], rtol=1e-4, atol=1e-6 * scale, err_msg=f"seed {seed} of {batch}"
-            )
+            np.testing.assert_allclose(row, own[seed], rtol=1e-4, atol=1e-6 * scale, err_msg=f"seed {seed} of {batch}")
 
 
 def test_the_stacked_engine_refuses_what_it_cannot_run_in_one_line():

@@ -33,8 +33,8 @@ FAMILIES = {
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
     "minigrid": "twenty_seeds/minigrid/sgd/iif-p12.5-12fcbe/seed3",
 }
-# A run engine=default made with its one-run round (replay.ONE_RUN_ROUND_LAST), whose round 2 differs from today's
-# engine on the pinned kernels.
+# A run engine=default made with its one-run round (replay.ONE_RUN_ROUND_LAST), whose round 2 differs from the one
+# engine's on the pinned kernels.
 RETIRED = "main/acrobot/sgd/iif-p50-paper-92a12d/seed1"
 
 
@@ -65,9 +65,9 @@ def test_a_run_of_the_retired_engine_names_the_commit_to_replay_it_at_and_passes
     [
         ("default", [None], True),  # before runs recorded their commit
         ("default", [ONE_RUN_ROUND_LAST[:12], None], True),
-        ("default", ["0" * 40], True),  # a commit git cannot place here (a shallow clone): not taken as today's
-        ("default", ["HEAD"], False),  # made since: today's engine, whose difference on the same hardware fails
-        ("stacked", [None], False),  # the stacked engine's arithmetic is today's engine's
+        ("default", ["0" * 40], True),  # a commit git cannot place (a shallow clone): not taken as the one engine's
+        ("default", ["HEAD"], False),  # made since: the one engine, whose difference on the same hardware fails
+        ("stacked", [None], False),  # the stacked engine's arithmetic is the one engine's
     ],
 )
 def test_which_runs_the_retired_engine_made(engine, commits, retired):
@@ -76,7 +76,7 @@ def test_which_runs_the_retired_engine_made(engine, commits, retired):
 
 
 def replay_of_a_moved_round(tmp_path, made_on: dict[str, str]):
-    """The config of a replay of FrozenLake's standard PPO seed 0 (the twenty-seed study's, made by today's engine)
+    """The config of a replay of FrozenLake's standard PPO seed 0 (the twenty-seed study's, made by the one engine)
     whose committed round 1 was moved, as by a change of code, and whose rows were made on `made_on` (their hardware
     columns; {} for none recorded)."""
     tidy = read_tidy_csv(DATA / "twenty_seeds.frozenlake.csv")
