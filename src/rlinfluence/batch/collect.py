@@ -24,7 +24,9 @@ def seed_slots(trainers: list[Trainer]) -> list[np.ndarray]:
 
 def collection_simulator(trainers: list[Trainer]) -> BatchedSimulator | None:
     """The simulator the seeds' training envs step on: the round before's while the same seeds run, else a new
-    one their envs move onto (each episode in progress replayed); None where no simulator replays the env."""
+    one their envs move onto (each episode in progress replayed); None where no simulator replays the env or their
+    slots are too few for it to pay (envs/batched.py's PAYS_FROM): then each seed's envs step on their own, on the
+    library's envs or on their slots of the simulator they moved to before."""
     slots = seed_slots(trainers)
     backends = [trainer.envs.backend for trainer in trainers]
     current = backends[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -51,13 +52,31 @@ def _minibatches(selection: Selection, ppo: PPOConfig, rng: np.random.Generator)
 RECORD_FIELDS = ("obs", "actions", "log_probs", "returns", "advantages")  # what a minibatch step reads
 
 
+class StepSettings(NamedTuple):
+    """The PPO settings a minibatch step reads, read once per update: a DictConfig lookup in the hot loop costs as
+    much as a small layer."""
+
+    normalize_advantage: bool
+    clip_range: float
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float | None
+
+    @classmethod
+    def of(cls, ppo: PPOConfig) -> StepSettings:
+        max_grad_norm = None if ppo.max_grad_norm is None else float(ppo.max_grad_norm)
+        return cls(
+            bool(ppo.normalize_advantage), float(ppo.clip_range), float(ppo.ent_coef), float(ppo.vf_coef), max_grad_norm
+        )
+
+
 def _minibatch_step(
     model: StackedActorCritic,
     optimizer: StackedOptimizer,
     records: dict[str, torch.Tensor],
     ids: torch.Tensor,
     group: list[int],
-    ppo: PPOConfig,
+    ppo: StepSettings,
     on_steps: Sequence[StepHook | None] | None,
 ) -> torch.Tensor:
     """One gradient step of the seeds `group` (indices into the stack) on their minibatches `ids` ([seeds, size],
@@ -72,21 +91,19 @@ def _minibatch_step(
     )
     if ppo.normalize_advantage:
         advantages = normalize_rows(advantages)  # each seed's row on its own
-    clip_range = float(ppo.clip_range)
+    clip_range = ppo.clip_range
     head_out, values = model(obs, seeds)
     log_prob, entropy = model.log_prob_entropy(head_out, actions, seeds)
-    policy_loss = policy_loss_per_record(
-        log_prob, old_log_prob, advantages, clip_range, entropy, float(ppo.ent_coef)
-    ).mean(-1)
+    policy_loss = policy_loss_per_record(log_prob, old_log_prob, advantages, clip_range, entropy, ppo.ent_coef).mean(-1)
     value_loss = value_loss_per_record(values, returns).mean(-1)
     if on_steps is not None:  # every-step influence only: the loop stays out of the hot path otherwise
         for row, k in enumerate(group):
             if (on_step := on_steps[k]) is not None:
                 on_step(ids[row], advantages[row])
     optimizer.zero_grad()
-    (policy_loss + float(ppo.vf_coef) * value_loss).sum().backward()
+    (policy_loss + ppo.vf_coef * value_loss).sum().backward()
     if ppo.max_grad_norm is not None:
-        clip_grad_norm_per_seed(model.parameters(), float(ppo.max_grad_norm))
+        clip_grad_norm_per_seed(model.parameters(), ppo.max_grad_norm)
     optimizer.step(group)
     with torch.no_grad():
         log_ratio = log_prob - old_log_prob
@@ -128,13 +145,14 @@ def stacked_ppo_update(
     }
     schedules = [_minibatches(selection, ppo, rng) for selection, rng in zip(selections, rngs)]
     hooks = on_steps if on_steps and any(hook is not None for hook in on_steps) else None
+    step_settings = StepSettings.of(ppo)
     sums = torch.zeros(n, len(STATS), device=model.device)
     steps = torch.zeros(n, dtype=torch.long, device=model.device)
     while batches := {k: ids for k, schedule in enumerate(schedules) if (ids := next(schedule, None)) is not None}:
         for size in sorted({len(ids) for ids in batches.values()}):
             group = [k for k, ids in batches.items() if len(ids) == size]
             ids = torch.stack([batches[k] for k in group]).to(model.device)
-            stats = _minibatch_step(model, optimizer, records, ids, group, ppo, hooks)
+            stats = _minibatch_step(model, optimizer, records, ids, group, step_settings, hooks)
             sums[group] += stats
             steps[group] += 1
     means = sums / steps.clamp(min=1).unsqueeze(1)

@@ -35,6 +35,10 @@ class BatchedSimulator:
     LIBRARY_ENV: ClassVar[type[gym.Env]]  # the unwrapped env it replays
     WRAPPERS: ClassVar[tuple[str, ...]]  # the env.wrappers it replays, in order
     STATE_KEY: ClassVar[str | None]  # the env.state_key whose key `state` holds per slot; None: none
+    # The fewest slots at which one step of all of them costs no more CPU than stepping as many library envs in turn
+    # (`python benchmarks/batched_seeds.py --envs frozenlake acrobot --seeds 1 2 4 8 16 --stages envs`): below it, a
+    # slot's array arithmetic costs more than the library env's scalar arithmetic.
+    PAYS_FROM: ClassVar[int]
     state: np.ndarray  # what the library env holds of each slot (the unwrapped env's `s`, or `state` as rows)
 
     def __init__(self, env: gym.Env, n: int):
@@ -112,6 +116,7 @@ class BatchedFrozenLake(BatchedSimulator):
     LIBRARY_ENV = FrozenLakeEnv
     WRAPPERS = ("one_hot",)
     STATE_KEY = "toy_text_state"
+    PAYS_FROM = 2  # 0.69x the library's steps per CPU-second at 1 slot, 1.42x at 2
     UNIFORMS_AHEAD = 64
 
     def __init__(self, env: gym.Env, n: int):
@@ -188,6 +193,7 @@ class BatchedAcrobot(BatchedSimulator):
 
     LIBRARY_ENV = AcrobotEnv
     WRAPPERS = ()
+    PAYS_FROM = 4  # 0.21x at 1 slot, 0.42x at 2, 1.00x at 4, 1.75x at 8
     STATE_KEY = None
     START_BOUND = 0.1  # reset draws the 4 state values uniform in (-0.1, 0.1), the library's default bounds
 
@@ -285,8 +291,10 @@ def batched_simulator(env_cfg: EnvSettings, n: int, collection: bool = False) ->
 
 
 def simulator_if_any(env_cfg: EnvSettings, n: int, collection: bool = False) -> BatchedSimulator | None:
-    """batched_simulator's N slots, or None where no simulator here replays the env (its envs step one by one)."""
+    """batched_simulator's N slots where it pays (N >= its PAYS_FROM); None where no simulator here replays the env,
+    or N slots are too few for it: then the envs step one by one, to the same bits."""
     try:
-        return batched_simulator(env_cfg, n, collection)
+        simulator = batched_simulator(env_cfg, n, collection)
     except ValueError:
         return None
+    return simulator if n >= simulator.PAYS_FROM else None
