@@ -13,7 +13,7 @@ Five measurements, CPU seconds (time.process_time):
   `vmap(grad(...))` of one seed's module), the alternative the engine was chosen against;
 - a round's collection forwards (`forward`): n_steps steps, each sampling every seed's actions for its
   observations of that step (its round-1 records): today's `sample_actions` once per seed, the stacked
-  engine's one `sample_actions` for all seeds (batch/engine.py's `stacked_collect`);
+  engine's one `sample_actions` for all seeds (batch/engine.py's `Stack.collect`);
 - a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
   different sizes, as IIF's are): a stack of one per seed against one `stacked_ppo_update` of all;

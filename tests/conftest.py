@@ -29,8 +29,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
 from rlinfluence.batch.networks import StackedActorCritic  # noqa: E402
-from rlinfluence.batch.optim import stacked_optimizer  # noqa: E402
-from rlinfluence.batch.update import stacked_ppo_update  # noqa: E402
+from rlinfluence.batch.update import update_seeds  # noqa: E402
 from rlinfluence.choices import ConfigError  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
 from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
@@ -104,10 +103,8 @@ def one_network_update(model, optimizer, buffer, selection, ppo, rng, on_step=No
             on_step(ids, advantages)
 
     name = "adam" if isinstance(optimizer, torch.optim.Adam) else "sgd"
-    stacked = stacked_optimizer(name, stack, [(model, optimizer)], optimizer.param_groups[0]["lr"])
-    [stats] = stacked_ppo_update(stack, stacked, [buffer], [selection], ppo, [rng], [hook])
-    model.load_state_dict(stack.seed_state_dict(0))
-    stacked.keep([(model, optimizer)])
+    lr = optimizer.param_groups[0]["lr"]
+    [stats] = update_seeds(stack, [(model, optimizer)], name, lr, [buffer], [selection], ppo, [rng], [hook])
     return stats
 
 

@@ -13,8 +13,7 @@ import torch
 
 import rlinfluence.batch.engine as engine
 from conftest import compose_config
-from rlinfluence.batch.engine import stacked_collect
-from rlinfluence.batch.networks import StackedActorCritic
+from rlinfluence.batch.engine import Stack
 from rlinfluence.control.collect import LibraryEnvs, SimulatorSlots
 from rlinfluence.control.trainer import Trainer
 
@@ -46,7 +45,7 @@ def seed_trainers(env: str, *overrides: str) -> list[Trainer]:
 
 def collected(trainers: list[Trainer], k: int) -> list[dict]:
     """Each seed's round-k records, field by field, and its train return."""
-    buffers = stacked_collect(StackedActorCritic([trainer.model for trainer in trainers]), trainers, k)
+    buffers = Stack(trainers).collect(k)
     return [
         {field.name: getattr(buffer, field.name) for field in dataclasses.fields(buffer)}
         | {"train_return": trainer.train_return(buffer)}

@@ -27,33 +27,13 @@ from rlinfluence.batch.collect import collection_simulator, simulator_steps
 from rlinfluence.batch.evaluation import stacked_evaluation
 from rlinfluence.batch.influence import stacked_influence_scores
 from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
-from rlinfluence.batch.optim import stacked_optimizer
-from rlinfluence.batch.update import stacked_ppo_update
+from rlinfluence.batch.update import update_seeds
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.control.trainer import ControlInfluence, Trainer, step_agreement
 from rlinfluence.influence import StepInfluence
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 from rlinfluence.update import StepHook
-
-
-@torch.no_grad()
-def stacked_collect(model: StackedActorCritic, trainers: list[Trainer], k: int) -> list[RolloutBuffer]:
-    """Each seed's round-k rollout (Trainer.start_rollout's), every step's actions of all seeds from one forward, and
-    their envs stepped at once on one simulator where there is one (batch/collect.py)."""
-    simulator = collection_simulator(trainers)
-    rollouts = [trainer.start_rollout() for trainer in trainers]
-    for t in range(rollouts[0].n_steps):
-        obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]), device=model.device)
-        noise = torch.stack([rollout.noise[t] for rollout in rollouts]).to(model.device)
-        actions = model.sample_actions(obs, noise).cpu().numpy()
-        for rollout, seed_actions, seed_taken in zip(rollouts, actions, simulator_steps(simulator, actions)):
-            rollout.act(t, seed_actions, seed_taken)
-    return [
-        trainer.rollout_records(k, rollout, SeedCritic(model, i))
-        for i, (trainer, rollout) in enumerate(zip(trainers, rollouts))
-    ]
-
 
 # The influence settings the stack's one pass computes (batch/influence.py); under any other, each seed's records are
 # scored by its own Trainer at θ_k (Trainer.attribution), as a selection's further targets are.
@@ -91,32 +71,6 @@ def _at_its_theta(model: StackedActorCritic, i: int, trainer: Trainer, steps: St
     return on_step
 
 
-def stacked_update(
-    model: StackedActorCritic,
-    trainers: list[Trainer],
-    records: list[RolloutBuffer],
-    selections: list[Selection],
-    k: int,
-    influences: list[ControlInfluence] | None = None,
-) -> list[dict[str, float]]:
-    """Round k's PPO update of every seed on its selected records, through the stack; each seed's statistics (and,
-    with every-step influence in `influences`, how well its round-start scores rank it). Each seed's network and
-    optimizer are left as the update leaves its slice: they collect, evaluate and checkpoint."""
-    first = trainers[0]
-    steps = [influence.steps for influence in influences] if influences else [None] * len(trainers)
-    hooks = [None if s is None else _at_its_theta(model, i, trainers[i], s) for i, s in enumerate(steps)]
-    seed_optimizers = [(trainer.model, trainer.optimizer) for trainer in trainers]
-    optimizer = stacked_optimizer(first.cfg.optimizer.name, model, seed_optimizers, first.learning_rate(k))
-    ppo = first.ppo_settings(k)
-    stats = stacked_ppo_update(model, optimizer, records, selections, ppo, [t.shuffle_rng for t in trainers], hooks)
-    for i, trainer in enumerate(trainers):
-        trainer.model.load_state_dict(model.seed_state_dict(i))
-    optimizer.keep(seed_optimizers)  # Adam's state carries on in each seed's optimizer (and checkpoint)
-    for seed_stats, influence, selection in zip(stats, influences or [], selections):
-        seed_stats |= step_agreement(influence, selection)
-    return stats
-
-
 class Stack:
     """round.Seeds of the control agent: the seeds' actor-critics stacked for the round (batch/networks.py), and
     each stage of the round once for all of them. One run is a stack of one."""
@@ -125,8 +79,23 @@ class Stack:
         self.agents = list(trainers)
         self.model = StackedActorCritic([trainer.model for trainer in trainers])
 
+    @torch.no_grad()
     def collect(self, k: int) -> list[RolloutBuffer]:
-        return stacked_collect(self.model, self.agents, k)
+        """Each seed's round-k rollout (Trainer.start_rollout's), every step's actions of all seeds from one forward,
+        and their envs stepped at once on one simulator where there is one (batch/collect.py)."""
+        model, trainers = self.model, self.agents
+        simulator = collection_simulator(trainers)
+        rollouts = [trainer.start_rollout() for trainer in trainers]
+        for t in range(rollouts[0].n_steps):
+            obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]), device=model.device)
+            noise = torch.stack([rollout.noise[t] for rollout in rollouts]).to(model.device)
+            actions = model.sample_actions(obs, noise).cpu().numpy()
+            for rollout, seed_actions, seed_taken in zip(rollouts, actions, simulator_steps(simulator, actions)):
+                rollout.act(t, seed_actions, seed_taken)
+        return [
+            trainer.rollout_records(k, rollout, SeedCritic(model, i))
+            for i, (trainer, rollout) in enumerate(zip(trainers, rollouts))
+        ]
 
     def forward(self, k: int, records: list[RolloutBuffer]) -> list[dict[str, float]]:
         """Nothing: the rollout computes the log-probs, values and advantages at θ_k."""
@@ -144,7 +113,28 @@ class Stack:
     def update(
         self, k: int, records: list[RolloutBuffer], selections: list[Selection], influences: list[ControlInfluence]
     ) -> list[dict[str, float]]:
-        return stacked_update(self.model, self.agents, records, selections, k, influences)
+        """Round k's PPO update of every seed on its selected records, through the stack; each seed's statistics and,
+        with every-step influence, how well its round-start scores rank it."""
+        first, model = self.agents[0], self.model
+        hooks = [
+            None if influence.steps is None else _at_its_theta(model, i, trainer, influence.steps)
+            for i, (trainer, influence) in enumerate(zip(self.agents, influences))
+        ]
+        stats = update_seeds(
+            model,
+            [(trainer.model, trainer.optimizer) for trainer in self.agents],
+            first.cfg.optimizer.name,
+            first.learning_rate(k),
+            records,
+            selections,
+            first.ppo_settings(k),
+            [trainer.shuffle_rng for trainer in self.agents],
+            hooks,
+        )
+        return [
+            seed_stats | step_agreement(influence, selection)
+            for seed_stats, influence, selection in zip(stats, influences, selections)
+        ]
 
     def evaluate(self, k: int) -> list[dict[str, float]]:
         return stacked_evaluation(self.agents, k)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rlinfluence.batch.networks import StackedActorCritic
-from rlinfluence.batch.optim import StackedOptimizer
+from rlinfluence.batch.optim import SeedOptimizers, StackedOptimizer, stacked_optimizer
 from rlinfluence.config.schema import PPOConfig
 from rlinfluence.losses import normalize_rows, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
@@ -159,3 +159,25 @@ def stacked_ppo_update(
     return [
         dict(zip(STATS, row)) | {"gradient_steps": int(count)} for row, count in zip(means.tolist(), steps.tolist())
     ]
+
+
+def update_seeds(
+    model: StackedActorCritic,
+    seed_optimizers: SeedOptimizers,
+    optimizer_name: str,
+    lr: float,
+    buffers: list[RolloutBuffer],
+    selections: list[Selection],
+    ppo: PPOConfig,
+    rngs: list[np.random.Generator],
+    on_steps: Sequence[StepHook | None] | None = None,
+) -> list[dict[str, float]]:
+    """`stacked_ppo_update` of the seeds whose own networks and optimizers are `seed_optimizers` (stacked as `model`),
+    each carrying on from its optimizer's state at `lr`; each seed's network and optimizer are left as the update
+    leaves its slice (they collect, evaluate and checkpoint). Each seed's statistics."""
+    optimizer = stacked_optimizer(optimizer_name, model, seed_optimizers, lr)
+    stats = stacked_ppo_update(model, optimizer, buffers, selections, ppo, rngs, on_steps)
+    for i, (seed_model, _) in enumerate(seed_optimizers):
+        seed_model.load_state_dict(model.seed_state_dict(i))
+    optimizer.keep(seed_optimizers)  # Adam's state carries on in each seed's optimizer (and checkpoint)
+    return stats
