@@ -1,6 +1,6 @@
-"""Many seeds in one process (issue 58): the stacked engine's update and influence (src/rlinfluence/batch/) and the
-batched simulators (src/rlinfluence/envs/batched.py) against today's, N seeds of one config, one torch thread, arms
-interleaved in one process.
+"""Many seeds in one process: the control engine's stacked update and influence (src/rlinfluence/control/) and the
+batched simulators (src/rlinfluence/envs/batched.py) against one seed at a time, N seeds of one config, one torch
+thread, arms interleaved in one process.
 
     python benchmarks/batched_seeds.py [--envs frozenlake acrobot] [--seeds 1 4 16] [--reps 5]
                                        [--stages step forward update influence envs]
@@ -8,21 +8,22 @@ interleaved in one process.
 
 Five measurements, CPU seconds (time.process_time):
 - one PPO minibatch step (batch 64: forward, backward, per-seed clip at 0.5, SGD) of N seeds: one seed per
-  process (`stacked_ppo_update` on a stack of one, once per seed; the arm printed as `today`), one stack of all
+  process (`stacked_ppo_update` on a stack of one, once per seed; the arm printed as `alone`), one stack of all
   seeds (one baddbmm per layer for all seeds), and the same step written with torch.func (`stack_module_state` +
   `vmap(grad(...))` of one seed's module), the alternative the engine was chosen against;
 - a round's collection forwards (`forward`): n_steps steps, each sampling every seed's actions for its
-  observations of that step (its round-1 records): today's `sample_actions` once per seed, the stacked
-  engine's one `sample_actions` for all seeds (batch/engine.py's `Stack.collect`);
+  observations of that step (its round-1 records): one network's `sample_actions` once per seed, the stacked
+  engine's one `sample_actions` for all seeds (control/engine.py's `Stack.collect`);
 - a round's update stage at the env's settings (n_steps records, 10 epochs of minibatches of 64), on each
   seed's own round-1 records, all kept (standard PPO) and half dropped at random per seed (kept sets of
   different sizes, as IIF's are): a stack of one per seed against one `stacked_ppo_update` of all;
-- a round's influence (f_return, every record scored at θ_0): today's `influence_scores` per seed against one
+- a round's influence (f_return, every record scored at θ_0): one network's `influence_scores` per seed against one
   `stacked_influence_scores`;
 - env steps (`envs`; N is the envs, n_steps uniform random actions each, the same seeds): N library envs as
-  `make_env` builds them, stepped in turn as collection and evaluation do today, against one batched simulator.
+  `make_env` builds them, stepped in turn as collection and evaluation step them without a simulator, against one
+  batched simulator.
 Prints ms per seed, seed-updates and seed-rounds per CPU-second, env steps per CPU-second, each with its ratio to
-today's.
+the seeds alone (the library's envs for env steps).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from torch.func import functional_call, grad, stack_module_state, vmap
 
-from rlinfluence.batch.engine import Stack
-from rlinfluence.batch.influence import stacked_influence_scores
-from rlinfluence.batch.networks import StackedActorCritic
-from rlinfluence.batch.optim import stacked_optimizer
-from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.config.paths import CONFIG_DIR
+from rlinfluence.control.engine import Stack
+from rlinfluence.control.stacked_influence import stacked_influence_scores
+from rlinfluence.control.stacked_networks import StackedActorCritic
+from rlinfluence.control.stacked_optim import stacked_optimizer
+from rlinfluence.control.stacked_update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedSimulator, batched_simulator
 from rlinfluence.envs.make import make_env
@@ -88,7 +89,7 @@ class Seeds:
         return [np.random.default_rng(seed) for seed in range(len(self.models))]
 
 
-def todays_update(seeds: Seeds, ppo, selections: list[Selection]) -> None:
+def update_alone(seeds: Seeds, ppo, selections: list[Selection]) -> None:
     """One seed per process: each seed's update on a stack of its own."""
     for alone, optimizer, buffer, selection, rng in zip(
         seeds.alone, seeds.alone_optimizers, seeds.buffers, selections, seeds.rngs()
@@ -101,7 +102,7 @@ def stacked_update(seeds: Seeds, ppo, selections: list[Selection]) -> None:
 
 
 def vmap_step(seeds: Seeds, ppo, batch: list[torch.Tensor]) -> None:
-    """One minibatch step of all seeds through torch.func: today's module, its parameters stacked."""
+    """One minibatch step of all seeds through torch.func: one seed's module, its parameters stacked."""
     params, buffers = seeds.vmapped
     base = seeds.models[0]
 
@@ -147,14 +148,14 @@ def minibatch_step(env: str, n: int, n_steps: int, reps: int) -> None:
     batch = [torch.from_numpy(rng.permutation(64)) for rng in seeds.rngs()]
     seconds = timed(
         {
-            "today": lambda: todays_update(seeds, ppo, keep_all),
+            "alone": lambda: update_alone(seeds, ppo, keep_all),
             "stacked": lambda: stacked_update(seeds, ppo, keep_all),
             "vmap": lambda: vmap_step(seeds, ppo, batch),
         },
         10 * reps,  # a step is a millisecond: more of them
     )
     cells = "  ".join(
-        f"{name} {1000 * s / n:.3f}" + ("" if name == "today" else f" ({seconds['today'] / s:.2f}x)")
+        f"{name} {1000 * s / n:.3f}" + ("" if name == "alone" else f" ({seconds['alone'] / s:.2f}x)")
         for name, s in seconds.items()
     )
     print(f"{env:11s} N={n:<3d} one minibatch step, ms per seed: {cells}")
@@ -168,7 +169,7 @@ def collection_forwards(env: str, n: int, n_steps: int, reps: int) -> None:
     )
     noise = seeds.models[0].action_head.draw_noise((n_steps, n_envs), torch.Generator().manual_seed(0))
 
-    def todays() -> None:
+    def alone() -> None:
         for t in range(n_steps):
             for k, model in enumerate(seeds.models):
                 model.sample_actions(obs[k, t].numpy(), noise[t])
@@ -178,10 +179,10 @@ def collection_forwards(env: str, n: int, n_steps: int, reps: int) -> None:
         for t in range(n_steps):
             seeds.stacked.sample_actions(obs[:, t], noise[t].expand(n, *noise.shape[1:]))
 
-    seconds = timed({"today": todays, "stacked": stacked}, reps)
+    seconds = timed({"alone": alone, "stacked": stacked}, reps)
     print(
-        f"{env:11s} N={n:<3d} collection forwards, seed-rounds per CPU-second: today {n / seconds['today']:.2f}  "
-        f"stacked {n / seconds['stacked']:.2f}  ratio to today {seconds['today'] / seconds['stacked']:.2f}x"
+        f"{env:11s} N={n:<3d} collection forwards, seed-rounds per CPU-second: alone {n / seconds['alone']:.2f}  "
+        f"stacked {n / seconds['stacked']:.2f}  ratio to alone {seconds['alone'] / seconds['stacked']:.2f}x"
     )
 
 
@@ -195,14 +196,14 @@ def update_stage(env: str, n: int, n_steps: int, reps: int) -> None:
             Selection(keep=draw.permutation(n_steps) < n_steps // 2 + draw.integers(-50, 50)) for _ in range(n)
         ],
     }.items():
-        arms[f"today {kept}"] = lambda selections=selections: todays_update(seeds, seeds.cfg.ppo, selections)
+        arms[f"alone {kept}"] = lambda selections=selections: update_alone(seeds, seeds.cfg.ppo, selections)
         arms[f"stacked {kept}"] = lambda selections=selections: stacked_update(seeds, seeds.cfg.ppo, selections)
     seconds = timed(arms, reps)
     for kept in ("all kept", "half dropped"):
-        today, stacked = seconds[f"today {kept}"], seconds[f"stacked {kept}"]
+        alone, stacked = seconds[f"alone {kept}"], seconds[f"stacked {kept}"]
         print(
-            f"{env:11s} N={n:<3d} update stage ({kept}), seed-updates per CPU-second: today {n / today:.2f}  "
-            f"stacked {n / stacked:.2f}  ratio to today {today / stacked:.2f}x"
+            f"{env:11s} N={n:<3d} update stage ({kept}), seed-updates per CPU-second: alone {n / alone:.2f}  "
+            f"stacked {n / stacked:.2f}  ratio to alone {alone / stacked:.2f}x"
         )
 
 
@@ -211,19 +212,19 @@ def influence_stage(env: str, n: int, n_steps: int, reps: int) -> None:
     target, ppo = ReturnTarget(), seeds.cfg.ppo  # f_return, IIF's default
     seconds = timed(
         {
-            "today": lambda: [influence_scores(m, b, target, ppo) for m, b in zip(seeds.models, seeds.buffers)],
+            "alone": lambda: [influence_scores(m, b, target, ppo) for m, b in zip(seeds.models, seeds.buffers)],
             "stacked": lambda: stacked_influence_scores(seeds.stacked, seeds.buffers, target, ppo),
         },
         reps,
     )
     print(
-        f"{env:11s} N={n:<3d} round-start influence, seed-rounds per CPU-second: today {n / seconds['today']:.2f}  "
-        f"stacked {n / seconds['stacked']:.2f}  ratio to today {seconds['today'] / seconds['stacked']:.2f}x"
+        f"{env:11s} N={n:<3d} round-start influence, seed-rounds per CPU-second: alone {n / seconds['alone']:.2f}  "
+        f"stacked {n / seconds['stacked']:.2f}  ratio to alone {seconds['alone'] / seconds['stacked']:.2f}x"
     )
 
 
 def play_library(envs: list[gym.Env], actions: np.ndarray) -> None:
-    """Today's collection: each env stepped in turn, reset with the next seed when its episode ends."""
+    """Collection on the library's envs: each env stepped in turn, reset with the next seed when its episode ends."""
     for slot, env in enumerate(envs):
         env.reset(seed=slot)
     episode = len(envs)
@@ -255,12 +256,12 @@ def env_steps(env: str, n: int, n_steps: int, reps: int) -> None:
     simulator = batched_simulator(cfg, n)
     actions = np.random.default_rng(0).integers(simulator.action_space.n, size=(n_steps, n))
     seconds = timed(
-        {"today": lambda: play_library(library, actions), "batched": lambda: play_batched(simulator, actions)}, reps
+        {"library": lambda: play_library(library, actions), "batched": lambda: play_batched(simulator, actions)}, reps
     )
     steps = n * n_steps
     print(
-        f"{env:11s} N={n:<3d} env steps, steps per CPU-second: library {steps / seconds['today']:.0f}  "
-        f"batched {steps / seconds['batched']:.0f}  ratio to today {seconds['today'] / seconds['batched']:.2f}x"
+        f"{env:11s} N={n:<3d} env steps, steps per CPU-second: library {steps / seconds['library']:.0f}  "
+        f"batched {steps / seconds['batched']:.0f}  ratio to library {seconds['library'] / seconds['batched']:.2f}x"
     )
 
 

@@ -38,8 +38,8 @@ import gymnasium as gym  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from rlinfluence.batch.engine import Stack  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
+from rlinfluence.control.engine import Stack  # noqa: E402
 from rlinfluence.control.trainer import Trainer  # noqa: E402
 from rlinfluence.kernels import kernels_in_force  # noqa: E402
 from rlinfluence.round import run_round  # noqa: E402

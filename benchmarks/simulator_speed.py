@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from omegaconf import DictConfig
 
-from rlinfluence.batch.engine import Stack
+from rlinfluence.control.engine import Stack
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.round import run_round
 

@@ -28,10 +28,11 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/config.yaml starts from)
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
-from rlinfluence.batch.networks import StackedActorCritic  # noqa: E402
-from rlinfluence.batch.update import update_seeds  # noqa: E402
 from rlinfluence.choices import ConfigError  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
+from rlinfluence.control.collect import Rollout  # noqa: E402
+from rlinfluence.control.stacked_networks import StackedActorCritic  # noqa: E402
+from rlinfluence.control.stacked_update import update_seeds  # noqa: E402
 from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
 from rlinfluence.figures.arms import iif_p  # noqa: E402
 from rlinfluence.figures.bottom_frames import FRAMES_ROUND  # noqa: E402
@@ -91,8 +92,8 @@ def tiny_config():
 
 
 def one_network_update(model, optimizer, buffer, selection, ppo, rng, on_step=None) -> dict[str, float]:
-    """The control engine's PPO update (batch/update.py) of one network and its optimizer, outside a run: a stack
-    of one, its weights and optimizer state written back as a round's update leaves them. `on_step` is called at
+    """The control engine's PPO update (control/stacked_update.py) of one network and its optimizer, outside a run: a
+    stack of one, its weights and optimizer state written back as a round's update leaves them. `on_step` is called at
     θ_j with `model` holding θ_j, as a run's every-step influence is."""
     stack = StackedActorCritic([model])
     hook = None
@@ -106,6 +107,16 @@ def one_network_update(model, optimizer, buffer, selection, ppo, rng, on_step=No
     lr = optimizer.param_groups[0]["lr"]
     [stats] = update_seeds(stack, [(model, optimizer)], name, lr, [buffer], [selection], ppo, [rng], [hook])
     return stats
+
+
+@torch.no_grad()
+def one_network_rollout(model, envs, n_steps: int, gamma: float, gae_lambda: float, generator):
+    """One network's rollout of `envs` outside a run (control/collect.py's Rollout): each step's actions sampled by
+    `model` from noise drawn on `generator`, the records computed by `model`."""
+    rollout = Rollout(envs, n_steps, model.action_head.draw_noise((n_steps, len(envs.envs)), generator))
+    for t in range(n_steps):
+        rollout.act(t, model.sample_actions(rollout.observe(t), rollout.noise[t]))
+    return rollout.finish(model, gamma, gae_lambda)
 
 
 def metrics_rows(run_dir: Path, timings: bool = True) -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ before the tidy CSVs kept full precision (no code_commit), at the 10 significant
 written with. Timings are not compared. What a replay can promise: docs/reproduction.md
 ("Determinism").
 
-A control run that engine=default trained before the control engine (batch/engine.py) became the only one
+A control run that engine=default trained before the control engine (control/engine.py) became the only one
 (commit ONE_RUN_ROUND_LAST and earlier: a round, network, update and optimizer of its own for one run) is
 another numerics class: its Adam runs part from round 1 or 2, its SGD runs' weights in their last bits. Such a
 difference is said, with the commit that made the run and how to replay it exactly (a worktree of that commit),

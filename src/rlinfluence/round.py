@@ -11,7 +11,7 @@
 Round 0 is the evaluation of the initial policy. What differs between envs and methods lives in
 config and in the strategy objects (selection, target, action head), never in this loop. Each stage runs
 once for all the runs a process trains together (`Seeds`: one run, or the seeds of a set, which differ in
-their seed alone): the control agent's stack (batch/engine.py) takes the seeds' collection, influence, update
+their seed alone): the control agent's stack (control/engine.py) takes the seeds' collection, influence, update
 and evaluation at once; the language models' agent (lm/trainer.py) takes them run by run (`OneByOne`).
 run/loop.py runs the rounds. The loop owns what every agent shares: the order of the stages, their timing,
 the selection, the row's common fields and the NaN of what a round did not measure (a round eval.every
@@ -109,7 +109,7 @@ class Agent(Protocol[R_in]):
 class Seeds(Protocol[R, S]):
     """The runs a process trains together, which differ in their seed alone (one run, or a set's seeds), and each
     stage of a round on all of them at once, a list with an entry per run in `agents`' order: the control engine's
-    stack (batch/engine.py), or agents that take their stages one by one (`OneByOne`: the language models)."""
+    stack (control/engine.py), or agents that take their stages one by one (`OneByOne`: the language models)."""
 
     @property
     def agents(self) -> Sequence[Agent[R]]:

@@ -1,4 +1,4 @@
-"""What the PPO update (batch/update.py, every seed of a stack at once) reads: the optimizer, the scheduled
+"""What the PPO update (control/stacked_update.py, every seed of a stack at once) reads: the optimizer, the scheduled
 settings and each seed's minibatches of its selected records (SB3 2.x PPO semantics).
 
 Each epoch reshuffles the kept records and cuts them into minibatches of `batch_size` (the last

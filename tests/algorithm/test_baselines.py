@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import compose_config, config_refusal
+from conftest import compose_config, config_refusal, one_network_rollout
 from rlinfluence.choices import ConfigError
-from rlinfluence.control.collect import TrainEnvs, collect_rollout
+from rlinfluence.control.collect import TrainEnvs
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.figures.arms import ADVANTAGE_H1, ADVANTAGE_H2, TD_ERROR
 from rlinfluence.records import RolloutBuffer, discounted_returns_to_go
@@ -86,7 +86,7 @@ def test_monte_carlo_advantages_on_a_real_frozenlake_buffer_match_a_plain_loop()
     cfg = compose_config(["env=frozenlake"])
     envs = TrainEnvs(cfg.env, np.random.SeedSequence(0))
     model = ActorCritic(envs.observation_space, envs.action_space, cfg.env.network, torch.Generator().manual_seed(0))
-    buffer = collect_rollout(model, envs, 512, 0.99, 0.95, torch.Generator().manual_seed(0))
+    buffer = one_network_rollout(model, envs, 512, 0.99, 0.95, torch.Generator().manual_seed(0))
     rewards, dones = buffer.rewards.numpy(), buffer.dones.numpy()
     with torch.no_grad():
         bootstrap = float(model.value(torch.as_tensor(np.stack(envs.obs))))

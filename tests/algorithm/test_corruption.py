@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import compose_config, config_refusal, metrics_rows
-from rlinfluence.batch.engine import Seed
 from rlinfluence.cli import run_task
+from rlinfluence.control.engine import Seed
 from rlinfluence.corruption import negate_planted_advantages, planted_records
 from rlinfluence.metrics import auroc, planted_detection
 from rlinfluence.records import RolloutBuffer

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import compose_config, metrics_rows
-from rlinfluence.batch.engine import Stack
+from conftest import compose_config, metrics_rows, one_network_rollout
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.collect import collect_rollout
+from rlinfluence.control.engine import Stack
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import chunk_normalized_advantages, influence_scores, reference_scores
 from rlinfluence.round import run_round
@@ -34,7 +33,7 @@ def _round_buffers(cfg, rounds: int):
             trainer.action_generator.set_state(trainer.first_action_state)
         trainer.envs.start_round()
         buffers.append(
-            collect_rollout(
+            one_network_rollout(
                 trainer.model,
                 trainer.envs,
                 cfg.env.n_steps,
@@ -91,7 +90,7 @@ def test_chunk_normalization_normalizes_each_chunk_of_a_seeded_partition():
 def test_chunk_normalized_influence_is_exact_and_changes_signs():
     cfg = compose_config(["env=acrobot", "env.n_steps=128"])
     trainer = Trainer(cfg)
-    buffer = collect_rollout(trainer.model, trainer.envs, 128, 0.99, 0.95, trainer.action_generator)
+    buffer = one_network_rollout(trainer.model, trainer.envs, 128, 0.99, 0.95, trainer.action_generator)
     chunked = chunk_normalized_advantages(buffer.advantages, 32, np.random.default_rng(0))
     fast = influence_scores(trainer.model, buffer, ReturnTarget(), PPOConfig(), 64, chunked)
     slow = reference_scores(trainer.model, buffer, ReturnTarget(), PPOConfig(), chunked)
@@ -145,7 +144,7 @@ def test_abandon_unfinished_resets_only_envs_that_started():
     seed_before = envs.episode_seeds[0]
     envs.start_round()  # nothing stepped yet: round 1 starts exactly as under the clean protocol
     assert envs.episode_seeds[0] == seed_before
-    collect_rollout(trainer.model, envs, 64, 0.99, 0.95, trainer.action_generator)
+    one_network_rollout(trainer.model, envs, 64, 0.99, 0.95, trainer.action_generator)
     assert envs.episode_actions[0]  # an unfinished episode
     envs.start_round()
     assert envs.episode_actions[0] == [] and envs.episode_returns[0] == 0.0
@@ -164,7 +163,7 @@ def test_repeat_starts_replays_the_same_episode_seeds_every_round():
     for _ in range(3):
         envs.start_round()
         seeds.append(envs.episode_seeds[0])
-        collect_rollout(trainer.model, envs, 64, 0.99, 0.95, trainer.action_generator)
+        one_network_rollout(trainer.model, envs, 64, 0.99, 0.95, trainer.action_generator)
     assert seeds[0] == seeds[1] == seeds[2]
     trainer.close()
 

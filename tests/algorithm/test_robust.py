@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import compose_config, config_refusal, metrics_rows
+from conftest import compose_config, config_refusal, metrics_rows, one_network_rollout
 from rlinfluence.cli import run_task
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import _Attribution, influence_scores, reference_scores
 from rlinfluence.records import RolloutBuffer
@@ -76,7 +75,7 @@ def trainer_and_buffer(tiny_config):
     with torch.no_grad():
         for parameter in trainer.model.parameters():
             parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator))
-    buffer = collect_rollout(trainer.model, trainer.envs, 64, 0.99, 0.95, trainer.action_generator)
+    buffer = one_network_rollout(trainer.model, trainer.envs, 64, 0.99, 0.95, trainer.action_generator)
     buffer.advantages = torch.randn(len(buffer), generator=generator)  # both signs, as in a rewarded round
     yield trainer, buffer
     trainer.close()

@@ -11,8 +11,8 @@ import torch
 
 from conftest import compose_config, config_refusal, metrics_rows
 from rlinfluence.analyses.standard_run import before_round, matches_run, rerun_update
-from rlinfluence.batch.engine import Seed
 from rlinfluence.cli import run_task
+from rlinfluence.control.engine import Seed
 from rlinfluence.run.checkpoint import CHECKPOINT, snapshot_path
 from rlinfluence.selection import Selection
 from rlinfluence.update import scheduled

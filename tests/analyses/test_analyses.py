@@ -17,9 +17,9 @@ from conftest import analysis_output, write_analyses
 from rlinfluence.analyses.counterfactual import predicted_changes
 from rlinfluence.analyses.diagnose import true_advantages
 from rlinfluence.analyses.standard_run import standard_run_config
-from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.cli import run_task
+from rlinfluence.control.engine import Seed
 from rlinfluence.envs.make import make_env
 from rlinfluence.figures import regenerate
 from rlinfluence.figures.analysis_data import AnalysisData

@@ -24,7 +24,7 @@ README = (BENCHMARKS / "README.md").read_text()
 PRINTS = {
     "round_speed.py": "to our IIF",  # the last arm its --filters prints
     "sb3_iif_speed.py": "ratio to stock",
-    "batched_seeds.py": "ratio to today",
+    "batched_seeds.py": "ratio to alone",
     "stacked_rounds.py": "| target (N = 16) |",  # its table's header, before the rows
     "highway_speed.py": "speed-up",
     "minigrid_speed.py": "speed-up",
@@ -107,14 +107,14 @@ def test_stacked_rounds_prints_every_stage_the_floor_and_a_table_row_per_n(monke
     assert re.search(r"^machine: .+ CPUs, load average .+; torch .+, 1 thread; code ", printed, re.M)
     stages = ["collect", "influence", "select", "update", "evaluate", "round"]
     for stage in stages:
-        assert len(re.findall(rf"^  {stage} +today +[0-9.]+ +stacked +[0-9.]+ +ratio [0-9.]+x$", printed, re.M)) == 2
+        assert len(re.findall(rf"^  {stage} +alone +[0-9.]+ +stacked +[0-9.]+ +ratio [0-9.]+x$", printed, re.M)) == 2
     assert len(re.findall(r"^  floor .* library [0-9.]+ s, batched [0-9.]+ s$", printed, re.M)) == 2
-    for arm in ("today", "stacked"):
+    for arm in ("alone", "stacked"):
         over_floor = rf"^  {arm} +per-seed round cost [0-9.]+ s = [0-9.]+x the library floor, [0-9.]+x the batched"
         assert len(re.findall(over_floor, printed, re.M)) == 2
     header, rule, *rows = printed.strip().splitlines()[-4:]
     columns = [cell.strip() for cell in header.strip("|").split("|")]
-    assert columns[:3] == ["env", "N", "round: today → stacked"]
+    assert columns[:3] == ["env", "N", "round: alone → stacked"]
     assert columns[3:8] == [f"{stage} ratio" for stage in stages[:-1]]
     floors = ["floor s/seed: library / batched", "stacked round / floor: library / batched"]
     assert columns[8:] == [*floors, "target (N = 16)"]
@@ -148,13 +148,13 @@ def test_stacked_rounds_judges_the_targets_at_16_seeds_against_the_lower_floor(m
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     stacked_rounds = importlib.import_module("stacked_rounds")
 
-    def row(env: str, n: int, today: float, stacked: float, batched_floor: float) -> str:
+    def row(env: str, n: int, alone: float, stacked: float, batched_floor: float) -> str:
         measured = stacked_rounds.Measured(library_floor=[0.1], batched_floor=[batched_floor])
-        measured.rounds["today"]["round"], measured.rounds["stacked"]["round"] = [today * n], [stacked * n]
+        measured.rounds["alone"]["round"], measured.rounds["stacked"]["round"] = [alone * n], [stacked * n]
         return stacked_rounds.Row(env, n, measured=measured).target()
 
-    assert row("acrobot", 16, today=1.0, stacked=0.1, batched_floor=0.01) == "≥ 8× today: met (10.00×)"
-    assert row("acrobot", 16, today=1.0, stacked=0.2, batched_floor=0.01) == "≥ 8× today: not met (5.00×)"
-    assert row("lunarlander", 16, today=1.0, stacked=0.14, batched_floor=float("nan")) == "≤ 1.5× floor: met (1.40×)"
-    assert row("lunarlander", 16, today=1.0, stacked=0.14, batched_floor=0.05) == "≤ 1.5× floor: not met (2.80×)"
-    assert row("acrobot", 4, today=1.0, stacked=0.1, batched_floor=0.01) == "—"
+    assert row("acrobot", 16, alone=1.0, stacked=0.1, batched_floor=0.01) == "≥ 8× alone: met (10.00×)"
+    assert row("acrobot", 16, alone=1.0, stacked=0.2, batched_floor=0.01) == "≥ 8× alone: not met (5.00×)"
+    assert row("lunarlander", 16, alone=1.0, stacked=0.14, batched_floor=float("nan")) == "≤ 1.5× floor: met (1.40×)"
+    assert row("lunarlander", 16, alone=1.0, stacked=0.14, batched_floor=0.05) == "≤ 1.5× floor: not met (2.80×)"
+    assert row("acrobot", 4, alone=1.0, stacked=0.1, batched_floor=0.01) == "—"

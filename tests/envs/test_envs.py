@@ -10,9 +10,9 @@ import torch
 from highway_env.envs.common.abstract import AbstractEnv
 from minigrid.minigrid_env import MiniGridEnv
 
-from conftest import compose_config, metrics_rows
+from conftest import compose_config, metrics_rows, one_network_rollout
 from rlinfluence.cli import run_task
-from rlinfluence.control.collect import TrainEnvs, collect_rollout
+from rlinfluence.control.collect import TrainEnvs
 from rlinfluence.control.networks import ActorCritic, GaussianHead
 from rlinfluence.envs.make import make_env
 from rlinfluence.influence import influence_scores, reference_scores
@@ -114,7 +114,7 @@ def test_bipedalwalker_budget():
 def rollout(cfg, n_steps=64):
     envs = TrainEnvs(cfg.env, np.random.SeedSequence(0))
     model = ActorCritic(envs.observation_space, envs.action_space, cfg.env.network, torch.Generator().manual_seed(0))
-    buffer = collect_rollout(model, envs, n_steps, 0.99, 0.95, torch.Generator().manual_seed(0))
+    buffer = one_network_rollout(model, envs, n_steps, 0.99, 0.95, torch.Generator().manual_seed(0))
     envs.close()
     return buffer
 
@@ -187,7 +187,7 @@ def real_buffer(env: str, n_steps: int, *overrides: str):
     if isinstance(model.action_head, GaussianHead):  # away from the init value, so its gradient is exercised
         with torch.no_grad():
             model.action_head.log_std.copy_(torch.tensor([-0.5, 0.2, -1.0, 0.4]))
-    buffer = collect_rollout(model, envs, n_steps, 0.99, 0.95, torch.Generator().manual_seed(3))
+    buffer = one_network_rollout(model, envs, n_steps, 0.99, 0.95, torch.Generator().manual_seed(3))
     envs.close()
     return cfg, model, buffer
 

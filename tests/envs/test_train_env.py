@@ -13,8 +13,8 @@ import pytest
 from highway_env.envs.common.abstract import AbstractEnv
 
 from conftest import cli_refusal, compose_config, config_refusal
-from rlinfluence.batch.engine import Seed
 from rlinfluence.cli import run_task
+from rlinfluence.control.engine import Seed
 from rlinfluence.envs.make import make_env
 from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.identity import IDENTITY, config_hash, result_settings

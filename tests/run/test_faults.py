@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import metrics_rows, one_network_update
+from conftest import metrics_rows, one_network_rollout, one_network_update
 from rlinfluence.cli import run_task
 from rlinfluence.config.schema import InfluenceConfig, PPOConfig
-from rlinfluence.control.collect import collect_rollout
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.influence import compute_influence
 from rlinfluence.selection import DropMostNegative, Selection
@@ -34,7 +33,7 @@ def test_wandb_online_without_network_is_reported_once_and_training_continues(
 def trainer_and_buffer(tiny_config):
     """A real FrozenLake buffer from a real policy."""
     trainer = Trainer(tiny_config("env=frozenlake", "method=iif"))
-    buffer = collect_rollout(trainer.model, trainer.envs, 64, 0.99, 0.95, trainer.action_generator)
+    buffer = one_network_rollout(trainer.model, trainer.envs, 64, 0.99, 0.95, trainer.action_generator)
     yield trainer, buffer
     trainer.close()
 

@@ -21,8 +21,8 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from rlinfluence.analyses.standard_run import analyse_rounds, before_round, check_rounds
-from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
+from rlinfluence.control.engine import Seed
 from rlinfluence.run.tasks import register
 
 OBS = "obs"  # the column of the records' observations, one array per row

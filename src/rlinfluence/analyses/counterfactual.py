@@ -48,9 +48,9 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.schema import EvalConfig, PPOConfig
+from rlinfluence.control.engine import Seed
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.influence import target_value
 from rlinfluence.records import RolloutBuffer

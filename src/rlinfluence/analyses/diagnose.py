@@ -26,10 +26,10 @@ from rlinfluence.analyses.standard_run import (
     check_outputs,
     check_rounds,
 )
-from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import envs_with_state_key
 from rlinfluence.config.schema import EnvConfig
+from rlinfluence.control.engine import Seed
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.envs.make import STATE_SETTERS, make_env
 from rlinfluence.records import RolloutBuffer

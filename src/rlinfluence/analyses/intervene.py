@@ -27,7 +27,7 @@ from rlinfluence.analyses.standard_run import (
     matches_run,
     rerun_update,
 )
-from rlinfluence.batch.engine import Seed
+from rlinfluence.control.engine import Seed
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run.tasks import register
 from rlinfluence.selection import DropMostNegative, DropRandom, KeepAll, Selection

@@ -19,10 +19,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
 from rlinfluence.config.compose import default_config
 from rlinfluence.config.paths import check_writable
+from rlinfluence.control.engine import Seed
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.run import rundir
 from rlinfluence.run.checkpoint import load_snapshot, write_bytes, write_json

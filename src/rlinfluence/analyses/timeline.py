@@ -47,8 +47,8 @@ from rlinfluence.analyses.standard_run import (
     every_round_if_empty,
     standard_run_config,
 )
-from rlinfluence.batch.engine import Seed
 from rlinfluence.choices import ConfigError
+from rlinfluence.control.engine import Seed
 from rlinfluence.control.fit import check_action_target
 from rlinfluence.control.networks import ActorCritic
 from rlinfluence.envs.make import make_env, space_shape

@@ -357,7 +357,8 @@ class Config:
     experiment_name: str = "default"  # set by the +experiment=<name> overlays; names the runs/ subfolder
     seed: int = 0
     # default: one seed per process. stacked: the seeds of `seeds` in one process, their
-    # actor-critics stacked (batch/): each seed its own run, with its own numerics (engine=stacked in its identity).
+    # actor-critics stacked (control/engine.py): each seed its own run, with its own numerics (engine=stacked in its
+    # identity).
     engine: str = "default"
     seeds: list[int] | None = None  # engine=stacked: the seeds trained together (null: `seed` alone)
     runs_root: str = "runs"

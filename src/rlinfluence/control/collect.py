@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from rlinfluence.config.schema import CollectionConfig, EnvConfig
-from rlinfluence.control.networks import ActorCritic
 from rlinfluence.envs.batched import BatchedSimulator
 from rlinfluence.envs.make import make_env, space_shape, state_key_function, to_env_action
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
@@ -79,8 +78,8 @@ class LibraryEnvs:
 
 class SimulatorSlots:
     """`slots` of a batched simulator (envs/batched.py) that other seeds' envs may share: the stacked engine steps
-    all of them at once (batch/collect.py) and hands each TrainEnvs its rows. Its state keys are the simulator's
-    `state`, which holds the key its STATE_KEY names."""
+    all of them at once (control/stacked_collect.py) and hands each TrainEnvs its rows. Its state keys are the
+    simulator's `state`, which holds the key its STATE_KEY names."""
 
     def __init__(self, simulator: BatchedSimulator, slots: np.ndarray):
         self.simulator, self.slots = simulator, slots
@@ -191,7 +190,7 @@ class TrainEnvs:
 
 
 class Critic(Protocol):
-    """What a rollout's records are computed with at θ_k: an ActorCritic, or one seed of a stack (batch/)."""
+    """What a rollout's records are computed with at θ_k: an ActorCritic, or one seed of a stack (control/engine.py)."""
 
     def values_and_log_probs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -199,9 +198,9 @@ class Critic(Protocol):
 
 
 class Rollout:
-    """One round's rollout of `envs` in progress, step by step: `collect_rollout` steps it with one network; the
-    stacked engine (batch/engine.py) steps several seeds' rollouts with one forward for all of them. `noise`:
-    the round's action noise, [n_steps, n_envs, ...] (action_head.draw_noise)."""
+    """One round's rollout of `envs` in progress, step by step: the control engine (control/engine.py) steps the
+    rollouts of all its seeds with one forward for all of them. `noise`: the round's action noise,
+    [n_steps, n_envs, ...] (action_head.draw_noise)."""
 
     def __init__(self, envs: TrainEnvs, n_steps: int, noise: torch.Tensor):
         n_envs = len(envs.envs)
@@ -228,12 +227,6 @@ class Rollout:
         if steps.truncated.any():  # rare: a time limit reached
             for i in np.flatnonzero(steps.truncated & ~steps.terminated).tolist():
                 self.truncations.append((t, i, steps.obs[i]))
-
-    @torch.no_grad()
-    def run(self, model: ActorCritic) -> None:
-        """Every step, each one's actions sampled by `model` from the round's noise."""
-        for t in range(self.n_steps):
-            self.act(t, model.sample_actions(self.observe(t), self.noise[t]))
 
     @torch.no_grad()
     def finish(
@@ -275,19 +268,3 @@ class Rollout:
             step=env_major(steps.copy()),
             state_keys=None if self.state_keys is None else env_major(self.state_keys),
         )
-
-
-@torch.no_grad()
-def collect_rollout(
-    model: ActorCritic,
-    envs: TrainEnvs,
-    n_steps: int,
-    gamma: float,
-    gae_lambda: float,
-    generator: torch.Generator,
-    negated_rewards: torch.Tensor | None = None,
-) -> RolloutBuffer:
-    """Step the envs with the current policy for n_steps, then compute the records (Rollout)."""
-    rollout = Rollout(envs, n_steps, model.action_head.draw_noise((n_steps, len(envs.envs)), generator))
-    rollout.run(model)
-    return rollout.finish(model, gamma, gae_lambda, negated_rewards)

@@ -21,8 +21,8 @@ from rlinfluence.seeding import child_stream, torch_generator
 class EvaluationRound:
     """One round's evaluation episodes of an Evaluator in progress, whatever steps its envs: the round's episode
     seeds and action noise, which episode each env slot runs, and the returns. Evaluator.evaluate steps the
-    library's envs with it; the stacked engine (batch/evaluation.py) steps several seeds' rounds on one batched
-    simulator. Slots run in ascending order, and a slot whose episode ends takes the next episode while any is
+    library's envs with it; the stacked engine (control/stacked_evaluation.py) steps several seeds' rounds on one
+    batched simulator. Slots run in ascending order, and a slot whose episode ends takes the next episode while any is
     left (the lowest ended slot first)."""
 
     def __init__(self, evaluator: Evaluator, round_index: int):

@@ -39,7 +39,7 @@ class CategoricalHead(nn.Module):
         index = actions.long().reshape(-1, 1)
         return torch.log_softmax(logits, dim=-1).gather(-1, index).squeeze(-1)
 
-    @staticmethod  # reads nothing of the head: the stacked engine (batch/networks.py) calls it on its logits
+    @staticmethod  # reads nothing of the head: the stacked engine (control/stacked_networks.py) calls it on its logits
     def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_p = torch.log_softmax(logits, dim=-1)  # shared by both: the update needs both every step
         log_prob = log_p.gather(-1, actions.long().reshape(-1, 1)).squeeze(-1)
@@ -81,7 +81,8 @@ class GaussianHead(nn.Module):
         return self.gaussian_sample(mean, self.log_std, noise)
 
     # The head's arithmetic on a given log std, which broadcasts against the means (the stacked engine,
-    # batch/networks.py, passes each seed's as [seeds, 1, action_dim] against means [seeds, records, action_dim]).
+    # control/stacked_networks.py, passes each seed's as [seeds, 1, action_dim] against means [seeds, records,
+    # action_dim]).
 
     @staticmethod
     def gaussian_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """The control agent: the envs, actor-critic, optimizer and RNGs of one run, and what each stage of a round asks of
 one seed (its rollout's start and records, its attribution at θ_k, its schedules, its evaluation on library envs).
-The stages themselves run on the control engine (batch/engine.py), once for all the seeds a process trains."""
+The stages themselves run on the control engine (control/engine.py), once for all the seeds a process trains."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class Trainer:
         self.target = make_target(cfg.target, space_shape(self.envs.observation_space))
         self.method = make_selection(cfg)
 
-    # One seed's part in the stages of a round (batch/engine.py runs them).
+    # One seed's part in the stages of a round (control/engine.py runs them).
 
     def state_fields(self) -> dict[str, float]:
         return {}

@@ -1,4 +1,4 @@
-"""engine=stacked against engine=default (src/rlinfluence/batch/): the same algorithm, shown statistically.
+"""engine=stacked against engine=default (src/rlinfluence/control/): the same algorithm, shown statistically.
 
 engine=stacked trains a config's seeds in one process with batched matmuls, which round unlike engine=default's
 per-seed ones under a CPU's native kernels, so a seed's curve is not engine=default's bit for bit: over many seeds,

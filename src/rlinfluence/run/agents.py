@@ -20,7 +20,7 @@ from rlinfluence.round import Agent, Seeds
 AGENTS = {"control": "rlinfluence.control.trainer:Trainer", "lm": "rlinfluence.lm.trainer:LMTrainer"}
 # How the runs of a process take each stage of a round (round.Seeds): the control engine's stack trains them all at
 # once; the language models train one by one.
-SEEDS = {"control": "rlinfluence.batch.engine:Stack", "lm": "rlinfluence.round:OneByOne"}
+SEEDS = {"control": "rlinfluence.control.engine:Stack", "lm": "rlinfluence.round:OneByOne"}
 EXTRAS = {"lm": "rlhf"}  # the optional dependencies (pyproject.toml's extra) an agent's libraries come with
 
 

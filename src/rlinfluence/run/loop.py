@@ -1,5 +1,5 @@
 """The run loop: a process's runs (one, or engine=stacked's seeds of a set) round by round, each round's due runs
-advanced together (round.py's round on their agent's `Seeds`: the control engine's stack, batch/engine.py),
+advanced together (round.py's round on their agent's `Seeds`: the control engine's stack, control/engine.py),
 each run's round written as it ends (metrics.csv row, checkpoint, summary.json; all of a round's or none),
 resumable from its last checkpoint, stopped cleanly by a signal."""
 

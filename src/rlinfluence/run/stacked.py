@@ -1,4 +1,4 @@
-"""An engine=stacked command: the seeds of `seeds` trained together (batch/engine.py), each into its own run
+"""An engine=stacked command: the seeds of `seeds` trained together (control/engine.py), each into its own run
 dir, laid out as a one-seed run's is (identity.json, metrics.csv, checkpoint.pt, summary.json, DONE),
 each checked, resumed or skipped as that run alone would be. A seed resumes from its own last round: the
 seeds behind run their rounds alone (in a smaller stack) until the others' rounds are due."""

@@ -8,7 +8,7 @@ or how many seeds sit beside it: baddbmm over [N, B, in] × [N, in, out] gives e
 (tested for the presets' shapes, N = 1, 3, 16, at one torch thread: a run's `torch_threads` default; at two,
 Acrobot's slices came out differently at N = 3 than at N = 1), except for a 1-wide output at N = 1, which torch sends
 to another kernel; the value head is therefore a product and a sum over its inputs. MiniGrid's CNN is tested the same
-way (tests/batch/). These round differently from an `nn.Linear` (addmm): the one-run round that engine=default had
+way (tests/control/). These round differently from an `nn.Linear` (addmm): the one-run round that engine=default had
 until commit cfbcb6b (replay.ONE_RUN_ROUND_LAST) is another numerics class (docs/reproduction/stacked.md, "One
 engine").
 """

@@ -1,4 +1,4 @@
-"""The optimizer of a stacked update (batch/update.py): each seed's own optimizer (update.make_optimizer's,
+"""The optimizer of a stacked update (control/stacked_update.py): each seed's own optimizer (update.make_optimizer's,
 in its Trainer) run on its slice of the stacked parameters.
 
 The seeds step different numbers of times in a round (their kept sets, hence minibatches, differ), so a step
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.choices import chosen
+from rlinfluence.control.stacked_networks import StackedActorCritic
 
 MOMENTS = ("exp_avg", "exp_avg_sq")  # torch.optim.Adam's state names
 SeedOptimizers = Sequence[tuple[nn.Module, torch.optim.Optimizer]]  # each seed's network and its optimizer

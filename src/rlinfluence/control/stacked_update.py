@@ -1,4 +1,4 @@
-"""One PPO update for N seeds at once, on the stacked actor-critic (batch/networks.py).
+"""One PPO update for N seeds at once, on the stacked actor-critic (control/stacked_networks.py).
 
 Each seed keeps what is its own in SB3's update (update.py): its records, its selection, its minibatch shuffles
 (`minibatch_ids` on its own `shuffle` generator, so the same ids in the same order alone or among others), its
@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlinfluence.batch.networks import StackedActorCritic
-from rlinfluence.batch.optim import SeedOptimizers, StackedOptimizer, stacked_optimizer
 from rlinfluence.config.schema import PPOConfig
+from rlinfluence.control.stacked_networks import StackedActorCritic
+from rlinfluence.control.stacked_optim import SeedOptimizers, StackedOptimizer, stacked_optimizer
 from rlinfluence.losses import normalize_rows, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection

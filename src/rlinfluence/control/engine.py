@@ -4,15 +4,15 @@ stack of one: there is no other control engine.
 
 Each seed is a `Trainer` (control/trainer.py, built from the seed's config): its envs, evaluation envs, RNG streams
 and checkpoint are its own, so its collection, selection and evaluation draw what that seed alone draws (arms stay
-paired by common random numbers). The seeds' actor-critics are stacked for the round (batch/networks.py): one
+paired by common random numbers). The seeds' actor-critics are stacked for the round (control/stacked_networks.py): one
 forward per collection step samples every seed's actions, and the round's records, influence and PPO update are
-computed once for all seeds (batch/influence.py, batch/update.py). Evaluation runs each seed's own network on its
-own episodes, all seeds' episodes stepped together on one batched simulator where the env has one
-(batch/evaluation.py). Every selection method runs, on its seed's records and RNG: the scores it ranks by are the
-stack's; the further targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy)
+computed once for all seeds (control/stacked_influence.py, control/stacked_update.py). Evaluation runs each seed's own
+network on its own episodes, all seeds' episodes stepped together on one batched simulator where the env has one
+(control/stacked_evaluation.py). Every selection method runs, on its seed's records and RNG: the scores it ranks by are
+the stack's; the further targets some selections score on (method.p=auto's held-out halves, iif_guard's entropy)
 differ per seed and are asked for one at a time, so each seed's own network scores them at θ_k with
 Trainer.attribution, as are the records of a round whose influence settings the stack's pass does not compute
-(`STACK_SCORED`). A seed gets the same bits whichever seeds run beside it (tests/batch/test_engine.py).
+(`STACK_SCORED`). A seed gets the same bits whichever seeds run beside it (tests/control/test_engine.py).
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from rlinfluence.batch.collect import collection_simulator, simulator_steps
-from rlinfluence.batch.evaluation import stacked_evaluation
-from rlinfluence.batch.influence import stacked_influence_scores
-from rlinfluence.batch.networks import SeedCritic, StackedActorCritic
-from rlinfluence.batch.update import update_seeds
 from rlinfluence.config.schema import PPOConfig
+from rlinfluence.control.stacked_collect import collection_simulator, simulator_steps
+from rlinfluence.control.stacked_evaluation import stacked_evaluation
+from rlinfluence.control.stacked_influence import stacked_influence_scores
+from rlinfluence.control.stacked_networks import SeedCritic, StackedActorCritic
+from rlinfluence.control.stacked_update import update_seeds
 from rlinfluence.control.trainer import ControlInfluence, Trainer, step_agreement
 from rlinfluence.influence import StepInfluence
 from rlinfluence.records import RolloutBuffer
 from rlinfluence.selection import Selection
 from rlinfluence.update import StepHook
 
-# The influence settings the stack's one pass computes (batch/influence.py); under any other, each seed's records are
-# scored by its own Trainer at θ_k (Trainer.attribution), as a selection's further targets are.
+# The influence settings the stack's one pass computes (control/stacked_influence.py); under any other, each seed's
+# records are scored by its own Trainer at θ_k (Trainer.attribution), as a selection's further targets are.
 STACK_SCORED = (
     ("influence.backend", "jvp"),
     ("influence.normalization", "buffer"),
@@ -72,8 +72,8 @@ def _at_its_theta(model: StackedActorCritic, i: int, trainer: Trainer, steps: St
 
 
 class Stack:
-    """round.Seeds of the control agent: the seeds' actor-critics stacked for the round (batch/networks.py), and
-    each stage of the round once for all of them. One run is a stack of one."""
+    """round.Seeds of the control agent: the seeds' actor-critics stacked for the round (control/stacked_networks.py),
+    and each stage of the round once for all of them. One run is a stack of one."""
 
     def __init__(self, trainers: Sequence[Trainer]):
         self.agents = list(trainers)
@@ -82,7 +82,7 @@ class Stack:
     @torch.no_grad()
     def collect(self, k: int) -> list[RolloutBuffer]:
         """Each seed's round-k rollout (Trainer.start_rollout's), every step's actions of all seeds from one forward,
-        and their envs stepped at once on one simulator where there is one (batch/collect.py)."""
+        and their envs stepped at once on one simulator where there is one (control/stacked_collect.py)."""
         model, trainers = self.model, self.agents
         simulator = collection_simulator(trainers)
         rollouts = [trainer.start_rollout() for trainer in trainers]

@@ -1,6 +1,6 @@
-"""batch/: N seeds' actor-critics stacked and updated together. Each seed starts as its own network starts, takes
-a plainly written PPO update's step up to float rounding, and gets the same bits whether it is updated alone or
-among others."""
+"""The control engine's update: N seeds' actor-critics stacked and updated together. Each seed starts as its own network
+starts, takes a plainly written PPO update's step up to float rounding, and gets the same bits whether it is updated
+alone or among others."""
 
 import copy
 from typing import cast
@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 from conftest import compose_config
-from rlinfluence.batch.engine import Seed, Stack
-from rlinfluence.batch.influence import stacked_influence_scores
-from rlinfluence.batch.networks import StackedActorCritic, StackedConv2d
-from rlinfluence.batch.optim import STACKED_OPTIMIZERS, StackedAdam, stacked_optimizer
-from rlinfluence.batch.update import clip_grad_norm_per_seed, stacked_ppo_update
+from rlinfluence.control.engine import Seed, Stack
 from rlinfluence.control.networks import ActorCritic
+from rlinfluence.control.stacked_influence import stacked_influence_scores
+from rlinfluence.control.stacked_networks import StackedActorCritic, StackedConv2d
+from rlinfluence.control.stacked_optim import STACKED_OPTIMIZERS, StackedAdam, stacked_optimizer
+from rlinfluence.control.stacked_update import clip_grad_norm_per_seed, stacked_ppo_update
 from rlinfluence.influence import influence_scores
 from rlinfluence.losses import normalize_advantages, normalize_rows, policy_loss_per_record, value_loss_per_record
 from rlinfluence.records import RolloutBuffer
@@ -155,7 +155,7 @@ def test_each_seeds_slice_starts_as_that_seeds_own_network(seeds):
 
 
 def test_one_stacked_seed_takes_a_plain_ppo_update_up_to_float_rounding(seeds):
-    """Not bit-for-bit: baddbmm's kernels round unlike nn.Linear's addmm (batch/networks.py). The same
+    """Not bit-for-bit: baddbmm's kernels round unlike nn.Linear's addmm (control/stacked_networks.py). The same
     minibatches in the same order, so the parameters after 10 epochs differ in the last bits only."""
     for seed in (0, 3):  # a kept-set seed and the reweighted one
         trainer = seeds.trainers[seed]

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
-from rlinfluence.batch.engine import Stack
 from rlinfluence.cli import check_sweep, pack_seeds, run_task
+from rlinfluence.control.engine import Stack
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.launch.manifest import replaced
 from rlinfluence.round import run_round

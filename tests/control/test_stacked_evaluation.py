@@ -1,4 +1,4 @@
-"""The stacked engine's evaluation (batch/evaluation.py) against each seed's Evaluator.evaluate: the same test
+"""The stacked engine's evaluation (control/stacked_evaluation.py) against each seed's Evaluator.evaluate: the same test
 return and SEM, bit for bit, for every seed of a batch, on the batched simulator and on the library's envs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import compose_config
-from rlinfluence.batch.evaluation import simulator_for, stacked_evaluation
+from rlinfluence.control.stacked_evaluation import simulator_for, stacked_evaluation
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedAcrobot, BatchedFrozenLake
 

@@ -1,5 +1,5 @@
-"""The stacked engine's collection (batch/collect.py): every seed's training envs stepped on one batched simulator
-give each seed the records its library envs give, bit for bit, round after round (episode ends and time-limit
+"""The stacked engine's collection (control/stacked_collect.py): every seed's training envs stepped on one batched
+simulator give each seed the records its library envs give, bit for bit, round after round (episode ends and time-limit
 truncations included), after a checkpoint is loaded (each episode in progress replayed on the simulator), and
 under the collection protocols."""
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-import rlinfluence.batch.engine as engine
+import rlinfluence.control.engine as engine
 from conftest import compose_config
-from rlinfluence.batch.engine import Stack
 from rlinfluence.control.collect import LibraryEnvs, SimulatorSlots
+from rlinfluence.control.engine import Stack
 from rlinfluence.control.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: a run's torch threads

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from rlinfluence.batch.networks import StackedActorCritic
 from rlinfluence.config.schema import PPOConfig
+from rlinfluence.control.stacked_networks import StackedActorCritic
 from rlinfluence.influence import Params, directional_scores, gradient
 from rlinfluence.losses import normalize_advantages, policy_loss_per_record
 from rlinfluence.records import RolloutBuffer
