@@ -30,7 +30,7 @@ import rlinfluence.config.schema  # noqa: E402,F401  (registers the schema conf/
 from rlinfluence.analyses.bottom_frames import frames_bytes  # noqa: E402
 from rlinfluence.choices import ConfigError  # noqa: E402
 from rlinfluence.config.paths import CONFIG_DIR  # noqa: E402
-from rlinfluence.control.collect import Rollout  # noqa: E402
+from rlinfluence.control.collect import Rollout, rollout_records  # noqa: E402
 from rlinfluence.control.stacked_networks import StackedActorCritic  # noqa: E402
 from rlinfluence.control.stacked_update import update_seeds  # noqa: E402
 from rlinfluence.figures.analysis_data import documented_identities  # noqa: E402
@@ -116,7 +116,8 @@ def one_network_rollout(model, envs, n_steps: int, gamma: float, gae_lambda: flo
     rollout = Rollout(envs, n_steps, model.action_head.draw_noise((n_steps, len(envs.envs)), generator))
     for t in range(n_steps):
         rollout.act(t, model.sample_actions(rollout.observe(t), rollout.noise[t]))
-    return rollout.finish(model, gamma, gae_lambda)
+    [buffer] = rollout_records([rollout], [rollout.scored(model, gamma)], gamma, gae_lambda)
+    return buffer
 
 
 def metrics_rows(run_dir: Path, timings: bool = True) -> list[dict[str, str]]:

@@ -26,6 +26,7 @@ PRINTS = {
     "sb3_iif_speed.py": "ratio to stock",
     "batched_seeds.py": "ratio to alone",
     "stacked_rounds.py": "| target (N = 16) |",  # its table's header, before the rows
+    "weight_layouts.py": "input gradient",
     "highway_speed.py": "speed-up",
     "minigrid_speed.py": "speed-up",
     "highway_release_probe.py": "'round': 1",

@@ -35,9 +35,9 @@ def seed_dir(runs_root: Path, seed: int) -> Path:
     return path
 
 
-# Seed 1 alone, among 3 and among 16 seeds (in other orders); 7 test episodes on 3 slots each, so slots end at
+# Seed 1 alone, among 3 and among 17 seeds (in other orders); 7 test episodes on 3 slots each, so slots end at
 # different steps and the batched evaluation steps some of them only.
-BATCHES = ("seeds=[1]", "seeds=[2,1,0]", f"seeds=[{','.join(map(str, [*range(15, 1, -1), 0, 1]))}]")
+BATCHES = ("seeds=[1]", "seeds=[2,1,0]", f"seeds=[{','.join(map(str, [*range(16, 1, -1), 0, 1]))}]")
 SMALL_EVALUATION = ("eval.episodes=7", "eval.n_parallel=3")
 
 

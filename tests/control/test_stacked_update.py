@@ -27,12 +27,12 @@ from rlinfluence.selection import Selection
 from rlinfluence.targets import ReturnTarget
 from rlinfluence.update import OPTIMIZERS, make_optimizer, minibatch_ids
 
-SEEDS = list(range(16))
+SEEDS = list(range(17))  # N = 17: one past a power of two
 N_STEPS = 200  # 7 minibatches of 32 (debug=smoke) per epoch, the last a smaller one
 
 
 class Seeds:
-    """16 seeds of one config: each seed's trainer and its round-1 records."""
+    """17 seeds of one config: each seed's trainer and its round-1 records."""
 
     def __init__(self, env: str, *overrides: str):
         self.cfg = compose_config(["debug=smoke", f"env={env}", f"env.n_steps={N_STEPS}", *overrides])
@@ -178,8 +178,8 @@ def test_one_stacked_seed_takes_a_plain_ppo_update_up_to_float_rounding(seeds):
 
 
 @pytest.mark.parametrize(
-    "batch", [[5, 0, 9], SEEDS, SEEDS[::-1], [1, 12, 7, 10, 14, 4, 5, 8, 0, 9, 2, 13, 11, 6, 3, 15]]
-)
+    "batch", [[9, 5], [5, 0, 9], [1, 12, 7, 10, 14, 4, 5, 8, 0, 9, 2, 13, 11, 6, 3, 15], SEEDS, SEEDS[::-1]]
+)  # N = 2, 3, 16, 17 against each seed alone (N = 1)
 def test_a_seeds_update_is_bit_identical_alone_or_among_others_in_any_order(seeds, batch):
     together = seeds.stacked_update(batch)
     for seed in batch:
@@ -205,8 +205,8 @@ def test_each_seed_is_scored_at_its_own_theta_as_its_network_alone_and_among_oth
         assert torch.allclose(row, own, rtol=1e-4, atol=1e-7)
         assert torch.equal(row, scores([seed], 64)[0])
         assert torch.equal(row, scores([seed], 4096)[0])  # one chunk or several: the same bits
-    sixteen = scores(SEEDS[::-1], 64)
-    assert torch.equal(sixteen[SEEDS[::-1].index(0)], together[1])
+    every = scores(SEEDS[::-1], 64)
+    assert torch.equal(every[SEEDS[::-1].index(0)], together[1])
 
 
 @pytest.mark.parametrize("env", ["frozenlake", "acrobot", "gym env.id=Pendulum-v1"])
@@ -340,7 +340,7 @@ def test_an_image_networks_seed_gives_the_same_bits_alone_or_among_others(env, s
 def test_a_seeds_gradient_clip_is_the_same_alone_or_among_others():
     """The clip's norm over a seed's 18 parameters (the CNN's) reduces each seed's norms in one order at any N."""
     draw = torch.Generator().manual_seed(0)
-    grads = [torch.randn(16, 5, generator=draw) * torch.rand(1, generator=draw) for _ in range(18)]
+    grads = [torch.randn(len(SEEDS), 5, generator=draw) * torch.rand(1, generator=draw) for _ in range(18)]
 
     def clipped(seeds: list[int]) -> list[torch.Tensor]:
         parameters = [torch.nn.Parameter(torch.zeros(len(seeds), 5)) for _ in grads]

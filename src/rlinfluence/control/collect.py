@@ -229,17 +229,15 @@ class Rollout:
                 self.truncations.append((t, i, steps.obs[i]))
 
     @torch.no_grad()
-    def finish(
-        self, model: Critic, gamma: float, gae_lambda: float, negated_rewards: torch.Tensor | None = None
-    ) -> RolloutBuffer:
-        """The records, their values and log-probs computed by `model` in one batched pass (same θ_k), which
-        keeps the per-step work to the policy head alone. `negated_rewards` (bool per record id;
-        corruption.kind=reward) negates those records' env rewards before GAE."""
+    def scored(self, model: Critic, gamma: float, negated_rewards: torch.Tensor | None = None) -> Scored:
+        """The rollout's values and log-probs computed by `model` in one batched pass (same θ_k), which keeps the
+        per-step work to the policy head alone, and the rewards GAE reads. `negated_rewards` (bool per record id;
+        corruption.kind=reward) negates those records' env rewards."""
         n_steps, n_envs = self.rewards.shape
-        rewards, action_shape = self.rewards, self.action_shape
+        rewards = self.rewards
         values, log_probs = model.values_and_log_probs(
             self.obs.reshape(n_steps * n_envs, *self.obs.shape[2:]),
-            self.actions.reshape(n_steps * n_envs, *action_shape),
+            self.actions.reshape(n_steps * n_envs, *self.action_shape),
         )
         values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
         if negated_rewards is not None:  # the env's reward only: a truncation's bootstrap below stays a true value
@@ -250,21 +248,60 @@ class Rollout:
             final_values = model.values(np.stack([final for _, _, final in self.truncations]))
             for (t, i, _), value in zip(self.truncations, final_values):
                 rewards[t, i] += gamma * value
-        last_values = model.values(np.stack(self.envs.obs))
-        advantages, deltas = compute_gae(rewards, values, self.dones, last_values, gamma, gae_lambda)
+        return Scored(rewards, values, self.dones, model.values(np.stack(self.envs.obs)), log_probs)
+
+    def records(self, scored: Scored, advantages: np.ndarray, deltas: np.ndarray) -> RolloutBuffer:
+        """The round's records, by record id (env-major), with their GAE advantages and TD errors."""
+        n_steps, n_envs = self.rewards.shape
         steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
         env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
         return RolloutBuffer(
             obs=env_major(self.obs),
             actions=env_major(self.actions),
-            log_probs=env_major(log_probs),
-            values=env_major(values),
-            rewards=env_major(rewards),
+            log_probs=env_major(scored.log_probs),
+            values=env_major(scored.values),
+            rewards=env_major(scored.rewards),
             dones=env_major(self.dones),
             advantages=env_major(advantages),
-            returns=env_major(advantages + values),
+            returns=env_major(advantages + scored.values),
             deltas=env_major(deltas),
             env_index=env_major(env_index.copy()),
             step=env_major(steps.copy()),
             state_keys=None if self.state_keys is None else env_major(self.state_keys),
         )
+
+
+class Scored(NamedTuple):
+    """A finished rollout's (n_steps, n_envs) grids that GAE reads, its envs' last values, and its log-probs."""
+
+    rewards: np.ndarray
+    values: np.ndarray
+    dones: np.ndarray
+    last_values: np.ndarray
+    log_probs: np.ndarray
+
+
+def rollout_records(
+    rollouts: Sequence[Rollout], scored: Sequence[Scored], gamma: float, gae_lambda: float
+) -> list[RolloutBuffer]:
+    """Each finished rollout's records, GAE run once for all of them: their envs side by side on the env axis, each
+    env's recurrence its own, so a record's advantage has the bits it has alone, for one step loop in all."""
+
+    def side_by_side(name: str) -> np.ndarray:
+        return np.concatenate([getattr(grids, name) for grids in scored], axis=-1)
+
+    advantages, deltas = compute_gae(
+        side_by_side("rewards"),
+        side_by_side("values"),
+        side_by_side("dones"),
+        side_by_side("last_values"),
+        gamma,
+        gae_lambda,
+    )
+    bounds = np.cumsum([grids.rewards.shape[1] for grids in scored])[:-1]
+    return [
+        rollout.records(grids, seed_advantages, seed_deltas)
+        for rollout, grids, seed_advantages, seed_deltas in zip(
+            rollouts, scored, np.split(advantages, bounds, axis=1), np.split(deltas, bounds, axis=1)
+        )
+    ]

@@ -24,6 +24,7 @@ import torch
 from omegaconf import OmegaConf
 
 from rlinfluence.config.schema import PPOConfig
+from rlinfluence.control.collect import rollout_records
 from rlinfluence.control.stacked_collect import collection_simulator, simulator_steps
 from rlinfluence.control.stacked_evaluation import stacked_evaluation
 from rlinfluence.control.stacked_influence import stacked_influence_scores
@@ -92,9 +93,15 @@ class Stack:
             actions = model.sample_actions(obs, noise).cpu().numpy()
             for rollout, seed_actions, seed_taken in zip(rollouts, actions, simulator_steps(simulator, actions)):
                 rollout.act(t, seed_actions, seed_taken)
+        planted = [trainer.planted(k) for trainer in trainers]
+        scored = [
+            trainer.scored(rollout, SeedCritic(model, i), seed_planted)
+            for i, (trainer, rollout, seed_planted) in enumerate(zip(trainers, rollouts, planted))
+        ]
+        ppo = trainers[0].cfg.ppo  # the seeds share every setting but the seed
+        records = rollout_records(rollouts, scored, ppo.gamma, ppo.gae_lambda)
         return [
-            trainer.rollout_records(k, rollout, SeedCritic(model, i))
-            for i, (trainer, rollout) in enumerate(zip(trainers, rollouts))
+            trainer.corrupted(buffer, seed_planted) for trainer, buffer, seed_planted in zip(trainers, records, planted)
         ]
 
     def forward(self, k: int, records: list[RolloutBuffer]) -> list[dict[str, float]]:

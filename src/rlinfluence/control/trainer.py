@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlinfluence.choices import ConfigError, require, require_one_of
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.collect import Critic, Rollout, TrainEnvs
+from rlinfluence.control.collect import Critic, Rollout, Scored, TrainEnvs
 from rlinfluence.control.evaluation import Evaluator
 from rlinfluence.control.fit import check_action_target, check_env
 from rlinfluence.control.networks import ActorCritic
@@ -105,18 +106,22 @@ class Trainer:
         shape = (self.cfg.env.n_steps, self.cfg.env.n_envs)
         return Rollout(self.envs, self.cfg.env.n_steps, self.model.action_head.draw_noise(shape, self.action_generator))
 
-    def rollout_records(self, k: int, rollout: Rollout, critic: Critic) -> RolloutBuffer:
-        """Round k's records of a finished rollout, computed with `critic`; its planted ones corrupted."""
+    def planted(self, k: int) -> torch.Tensor | None:
+        """Round k's planted records (bool per record id; corruption.*), None in a clean run."""
         corruption = self.cfg.corruption
-        planted = planted_records(self.cfg.seed, k, self.cfg.env.n_envs * self.cfg.env.n_steps, corruption.fraction)
-        buffer = rollout.finish(
-            critic,
-            self.cfg.ppo.gamma,
-            self.cfg.ppo.gae_lambda,
-            negated_rewards=planted if corruption.kind == REWARD else None,
-        )
+        return planted_records(self.cfg.seed, k, self.cfg.env.n_envs * self.cfg.env.n_steps, corruption.fraction)
+
+    def scored(self, rollout: Rollout, critic: Critic, planted: torch.Tensor | None) -> Scored:
+        """A finished rollout's grids for GAE, computed with `critic`; its planted rewards negated (corruption.kind=
+        reward)."""
+        negated = planted if self.cfg.corruption.kind == REWARD else None
+        return rollout.scored(critic, self.cfg.ppo.gamma, negated)
+
+    def corrupted(self, buffer: RolloutBuffer, planted: torch.Tensor | None) -> RolloutBuffer:
+        """The round's records marked with their planted ones, whose advantages are negated under
+        corruption.kind=advantage_sign."""
         buffer.planted = planted
-        if planted is not None and corruption.kind == ADVANTAGE_SIGN:
+        if planted is not None and self.cfg.corruption.kind == ADVANTAGE_SIGN:
             negate_planted_advantages(buffer)
         return buffer
 

@@ -1,4 +1,4 @@
-"""The twenty-seed filter leaderboard (issue 64): the seven arms of the benchmark of rollout filters (filters.py) on
+"""The twenty-seed filter leaderboard: the seven arms of the benchmark of rollout filters (filters.py) on
 seeds 0-19 of each env, every arm on the same seeds, trained by engine=stacked under `+experiment=twenty_seeds`.
 
 Five seeds (filters.py) rank the filters but cannot say which differences are real. Here every filter meets
