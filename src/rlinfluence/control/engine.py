@@ -83,7 +83,9 @@ class Stack:
     @torch.no_grad()
     def collect(self, k: int) -> list[RolloutBuffer]:
         """Each seed's round-k rollout (Trainer.start_rollout's), every step's actions of all seeds from one forward,
-        and their envs stepped at once on one simulator where there is one (control/stacked_collect.py)."""
+        and their envs stepped at once on one simulator where there is one (control/stacked_collect.py); their
+        records then computed with each seed's slice of the stack, GAE once for all (control/collect.py's
+        rollout_records)."""
         model, trainers = self.model, self.agents
         simulator = collection_simulator(trainers)
         rollouts = [trainer.start_rollout() for trainer in trainers]
