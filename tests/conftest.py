@@ -113,10 +113,11 @@ def one_network_update(model, optimizer, buffer, selection, ppo, rng, on_step=No
 def one_network_rollout(model, envs, n_steps: int, gamma: float, gae_lambda: float, generator):
     """One network's rollout of `envs` outside a run (control/collect.py's Rollout): each step's actions sampled by
     `model` from noise drawn on `generator`, the records computed by `model`."""
-    rollout = Rollout(envs, n_steps, model.action_head.draw_noise((n_steps, len(envs.envs)), generator))
+    noise = model.action_head.draw_noise((n_steps, len(envs.envs)), generator)
+    rollout = Rollout([envs], n_steps, noise.unsqueeze(1))  # a stack of one seed
     for t in range(n_steps):
-        rollout.act(t, model.sample_actions(rollout.observe(t), rollout.noise[t]))
-    [buffer] = rollout_records([rollout], [rollout.scored(model, gamma)], gamma, gae_lambda)
+        rollout.act(t, model.sample_actions(rollout.observe(t)[0], noise[t])[None])
+    [buffer] = rollout_records(rollout, [rollout.scored(0, model, gamma)], gamma, gae_lambda)
     return buffer
 
 

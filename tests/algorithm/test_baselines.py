@@ -89,7 +89,7 @@ def test_monte_carlo_advantages_on_a_real_frozenlake_buffer_match_a_plain_loop()
     buffer = one_network_rollout(model, envs, 512, 0.99, 0.95, torch.Generator().manual_seed(0))
     rewards, dones = buffer.rewards.numpy(), buffer.dones.numpy()
     with torch.no_grad():
-        bootstrap = float(model.value(torch.as_tensor(np.stack(envs.obs))))
+        bootstrap = float(model.value(torch.as_tensor(envs.obs)))
     returns, running = np.zeros(len(buffer)), bootstrap  # one env: record id = step
     for t in reversed(range(len(buffer))):
         running = rewards[t] + 0.99 * running * (1 - dones[t])

@@ -20,7 +20,7 @@ import torch
 
 from rlinfluence.config.schema import CollectionConfig, EnvConfig
 from rlinfluence.envs.batched import BatchedSimulator
-from rlinfluence.envs.make import make_env, space_shape, state_key_function, to_env_action
+from rlinfluence.envs.make import make_env, space_shape, state_key_function, to_env_actions
 from rlinfluence.records import RolloutBuffer, compute_gae, env_major
 
 
@@ -116,7 +116,7 @@ class TrainEnvs:
         self.state_key = state_key_function(env_cfg)  # None: the env exposes no discrete state
         self.backend: EnvBackend = LibraryEnvs(self.envs, self.state_key)
         n = len(self.envs)
-        self.obs: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+        self.obs = np.zeros((n, *space_shape(self.observation_space)), self.observation_space.dtype)  # each env's now
         self.episode_seeds = [0] * n
         self.episode_actions: list[list[Any]] = [[] for _ in range(n)]
         self.episode_returns = [0.0] * n
@@ -144,20 +144,22 @@ class TrainEnvs:
             if (self.collection.abandon_unfinished and started) or (self.collection.repeat_starts and not started):
                 self._reset(i)
 
-    def step(self, actions: np.ndarray, taken: Steps | None = None) -> Steps:
-        """Step every env with its action (a row each), or record `taken`, that step already taken on the backend's
-        simulator with other seeds' envs; reset the envs whose episodes ended. Returns the step."""
-        env_actions = [to_env_action(self.action_space, action) for action in actions]
-        steps = self.backend.step(env_actions) if taken is None else taken
-        for i, env_action in enumerate(env_actions):
+    def step(self, env_actions: Any) -> Steps:
+        """Step every env with its action (to_env_actions', a row each) on the backend and record the step."""
+        steps = self.backend.step(list(env_actions))
+        self.record(env_actions, steps.obs, steps.rewards.tolist(), (steps.terminated | steps.truncated).tolist())
+        return steps
+
+    def record(self, env_actions: Any, obs: np.ndarray, rewards: list[float], ended: list[bool]) -> None:
+        """Keep a step taken (by `step`, or on the backend's simulator with other seeds' envs): each env's action,
+        return and observation (an ended episode's last: its env resets)."""
+        self.obs[:] = obs
+        for i, (env_action, reward, done) in enumerate(zip(env_actions, rewards, ended)):
             self.episode_actions[i].append(env_action)
-            self.episode_returns[i] += float(steps.rewards[i])
-            if steps.terminated[i] or steps.truncated[i]:
+            self.episode_returns[i] += reward
+            if done:
                 self.finished_returns.append(self.episode_returns[i])
                 self._reset(i)
-            else:
-                self.obs[i] = steps.obs[i]
-        return steps
 
     def state_keys(self) -> Sequence[int] | np.ndarray:
         """Each env's discrete state (env.state_key's)."""
@@ -166,7 +168,7 @@ class TrainEnvs:
     def move_to(self, backend: EnvBackend) -> None:
         """Step the envs on `backend` from now on, each episode in progress replayed there."""
         self.backend = backend
-        self.obs = backend.replay(self.episode_seeds, self.episode_actions)
+        self.obs[:] = backend.replay(self.episode_seeds, self.episode_actions)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -182,7 +184,7 @@ class TrainEnvs:
             self.episode_seeds[i] = state["episode_seeds"][i]
             self.episode_actions[i] = list(state["episode_actions"][i])
             self.episode_returns[i] = state["episode_returns"][i]
-        self.obs = self.backend.replay(self.episode_seeds, self.episode_actions)
+        self.obs[:] = self.backend.replay(self.episode_seeds, self.episode_actions)
 
     def close(self) -> None:
         for env in self.envs:
@@ -198,110 +200,118 @@ class Critic(Protocol):
 
 
 class Rollout:
-    """One round's rollout of `envs` in progress, step by step: the control engine (control/engine.py) steps the
-    rollouts of all its seeds with one forward for all of them. `noise`: the round's action noise,
-    [n_steps, n_envs, ...] (action_head.draw_noise)."""
+    """One round's rollout of a stack's seeds (control/engine.py), step by step, the seed axis first: seed i's envs
+    are `envs[i]`, its grids the [:, i] of each (n_steps, seeds, n_envs, ...) grid, so one call observes or steps
+    every seed's envs. `noise`: the round's action noise, (n_steps, seeds, n_envs, ...) (action_head.draw_noise's of
+    each seed)."""
 
-    def __init__(self, envs: TrainEnvs, n_steps: int, noise: torch.Tensor):
-        n_envs = len(envs.envs)
-        self.envs, self.n_steps, self.noise = envs, n_steps, noise
-        self.obs = np.zeros((n_steps, n_envs, *space_shape(envs.observation_space)), envs.observation_space.dtype)
-        self.action_shape = space_shape(envs.action_space)
-        self.actions = np.zeros((n_steps, n_envs, *self.action_shape), np.float32)
-        self.rewards, self.dones = np.zeros((n_steps, n_envs), np.float32), np.zeros((n_steps, n_envs), np.float32)
-        self.truncations: list[tuple[int, int, np.ndarray]] = []  # (t, env, final obs) to bootstrap from
-        self.state_keys = np.zeros((n_steps, n_envs), np.int64) if envs.state_key else None
+    def __init__(self, envs: Sequence[TrainEnvs], n_steps: int, noise: torch.Tensor):
+        first = envs[0]
+        grid = (n_steps, len(envs), len(first.envs))
+        self.envs, self.n_steps, self.noise = list(envs), n_steps, noise
+        self.action_space = first.action_space
+        self.obs = np.zeros((*grid, *space_shape(first.observation_space)), first.observation_space.dtype)
+        self.action_shape = space_shape(first.action_space)
+        self.actions = np.zeros((*grid, *self.action_shape), np.float32)
+        self.rewards, self.dones = np.zeros(grid, np.float32), np.zeros(grid, np.float32)
+        self.truncations: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in envs]  # per seed: (t, env, obs)
+        self.state_keys = np.zeros(grid, np.int64) if first.state_key else None
 
     def observe(self, t: int) -> np.ndarray:
-        """Step t's observations, one per env (recorded with the envs' discrete states)."""
-        self.obs[t] = np.stack(self.envs.obs)
-        if self.state_keys is not None:
-            self.state_keys[t] = self.envs.state_keys()
+        """Step t's observations, (seeds, n_envs, ...) (recorded with the envs' discrete states)."""
+        for i, seed_envs in enumerate(self.envs):
+            self.obs[t, i] = seed_envs.obs
+            if self.state_keys is not None:
+                self.state_keys[t, i] = seed_envs.state_keys()
         return self.obs[t]
 
-    def act(self, t: int, actions: np.ndarray, taken: Steps | None = None) -> None:
-        """Step every env with its action of step t (`taken`: TrainEnvs.step's)."""
+    def act(self, t: int, actions: np.ndarray, simulator: BatchedSimulator | None = None) -> None:
+        """Step every env with its action of step t, (seeds, n_envs, ...): each seed's envs on their own, or all of
+        them in one step of `simulator`, whose slots are the seeds' envs in order (control/stacked_collect.py)."""
         self.actions[t] = actions
-        steps = self.envs.step(self.actions[t], taken)
+        env_actions = to_env_actions(self.action_space, actions)
+        if simulator is None:
+            steps = Steps(*map(np.stack, zip(*(envs.step(a) for envs, a in zip(self.envs, env_actions)))))
+        else:
+            stepped = simulator.step(np.asarray(env_actions, np.int64).reshape(-1))
+            steps = Steps(*(part.reshape(*self.rewards.shape[1:], *part.shape[1:]) for part in stepped))
+            rewards, ended = steps.rewards.tolist(), (steps.terminated | steps.truncated).tolist()
+            for i, seed_envs in enumerate(self.envs):
+                seed_envs.record(env_actions[i], steps.obs[i], rewards[i], ended[i])
         self.rewards[t], self.dones[t] = steps.rewards, steps.terminated | steps.truncated
         if steps.truncated.any():  # rare: a time limit reached
-            for i in np.flatnonzero(steps.truncated & ~steps.terminated).tolist():
-                self.truncations.append((t, i, steps.obs[i]))
+            for i, env in np.argwhere(steps.truncated & ~steps.terminated).tolist():
+                self.truncations[i].append((t, env, steps.obs[i, env]))
 
     @torch.no_grad()
-    def scored(self, model: Critic, gamma: float, negated_rewards: torch.Tensor | None = None) -> Scored:
-        """The rollout's values and log-probs computed by `model` in one batched pass (same θ_k), which keeps the
-        per-step work to the policy head alone, and the rewards GAE reads. `negated_rewards` (bool per record id;
+    def scored(self, i: int, model: Critic, gamma: float, negated_rewards: torch.Tensor | None = None) -> Scored:
+        """Seed i's values and log-probs computed by `model` in one batched pass (same θ_k), which keeps the per-step
+        work to the policy head alone, and the rewards GAE reads. `negated_rewards` (bool per record id;
         corruption.kind=reward) negates those records' env rewards."""
-        n_steps, n_envs = self.rewards.shape
-        rewards = self.rewards
+        n_steps, _, n_envs = self.rewards.shape
+        rewards = self.rewards[:, i]  # a view: GAE reads the grid
         values, log_probs = model.values_and_log_probs(
-            self.obs.reshape(n_steps * n_envs, *self.obs.shape[2:]),
-            self.actions.reshape(n_steps * n_envs, *self.action_shape),
+            self.obs[:, i].reshape(n_steps * n_envs, *self.obs.shape[3:]),
+            self.actions[:, i].reshape(n_steps * n_envs, *self.action_shape),
         )
         values, log_probs = values.reshape(n_steps, n_envs), log_probs.reshape(n_steps, n_envs)
         if negated_rewards is not None:  # the env's reward only: a truncation's bootstrap below stays a true value
             grid = negated_rewards.numpy().reshape(n_envs, n_steps).T
             rewards[grid] = -rewards[grid]
-        if self.truncations:
+        if self.truncations[i]:
             # Time-limit truncation is not a real end: bootstrap from the final observation's value.
-            final_values = model.values(np.stack([final for _, _, final in self.truncations]))
-            for (t, i, _), value in zip(self.truncations, final_values):
-                rewards[t, i] += gamma * value
-        return Scored(rewards, values, self.dones, model.values(np.stack(self.envs.obs)), log_probs)
+            final_values = model.values(np.stack([final for _, _, final in self.truncations[i]]))
+            for (t, env, _), value in zip(self.truncations[i], final_values):
+                rewards[t, env] += gamma * value
+        return Scored(values, model.values(self.envs[i].obs), log_probs)
 
-    def records(self, scored: Scored, advantages: np.ndarray, deltas: np.ndarray) -> RolloutBuffer:
-        """The round's records, by record id (env-major), with their GAE advantages and TD errors."""
-        n_steps, n_envs = self.rewards.shape
+    def records(self, i: int, scored: Scored, advantages: np.ndarray, deltas: np.ndarray) -> RolloutBuffer:
+        """Seed i's records, by record id (env-major), with their GAE advantages and TD errors."""
+        n_steps, _, n_envs = self.rewards.shape
         steps = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs))
         env_index = np.broadcast_to(np.arange(n_envs)[None, :], (n_steps, n_envs))
         return RolloutBuffer(
-            obs=env_major(self.obs),
-            actions=env_major(self.actions),
+            obs=env_major(self.obs[:, i]),
+            actions=env_major(self.actions[:, i]),
             log_probs=env_major(scored.log_probs),
             values=env_major(scored.values),
-            rewards=env_major(scored.rewards),
-            dones=env_major(self.dones),
+            rewards=env_major(self.rewards[:, i]),
+            dones=env_major(self.dones[:, i]),
             advantages=env_major(advantages),
             returns=env_major(advantages + scored.values),
             deltas=env_major(deltas),
             env_index=env_major(env_index.copy()),
             step=env_major(steps.copy()),
-            state_keys=None if self.state_keys is None else env_major(self.state_keys),
+            state_keys=None if self.state_keys is None else env_major(self.state_keys[:, i]),
         )
 
 
 class Scored(NamedTuple):
-    """A finished rollout's (n_steps, n_envs) grids that GAE reads, its envs' last values, and its log-probs."""
+    """One seed's (n_steps, n_envs) values at θ_k, its envs' last values, and its log-probs."""
 
-    rewards: np.ndarray
     values: np.ndarray
-    dones: np.ndarray
     last_values: np.ndarray
     log_probs: np.ndarray
 
 
-def rollout_records(
-    rollouts: Sequence[Rollout], scored: Sequence[Scored], gamma: float, gae_lambda: float
-) -> list[RolloutBuffer]:
-    """Each finished rollout's records, GAE run once for all of them: their envs side by side on the env axis, each
-    env's recurrence its own, so a record's advantage has the bits it has alone, for one step loop in all."""
+def rollout_records(rollout: Rollout, scored: Sequence[Scored], gamma: float, gae_lambda: float) -> list[RolloutBuffer]:
+    """Each seed's records (`scored`: each seed's), GAE run once for all of them: every seed's envs side by side on
+    the env axis, each env's recurrence its own, so a record's advantage has the bits it has alone, for one step
+    loop in all."""
+    n_steps, seeds, n_envs = rollout.rewards.shape
 
-    def side_by_side(name: str) -> np.ndarray:
-        return np.concatenate([getattr(grids, name) for grids in scored], axis=-1)
+    def side_by_side(grid: np.ndarray) -> np.ndarray:
+        return grid.reshape(n_steps, seeds * n_envs, *grid.shape[3:])
 
     advantages, deltas = compute_gae(
-        side_by_side("rewards"),
-        side_by_side("values"),
-        side_by_side("dones"),
-        side_by_side("last_values"),
+        side_by_side(rollout.rewards),
+        np.stack([seed.values for seed in scored], axis=1).reshape(n_steps, seeds * n_envs),
+        side_by_side(rollout.dones),
+        np.concatenate([seed.last_values for seed in scored]),
         gamma,
         gae_lambda,
     )
-    bounds = np.cumsum([grids.rewards.shape[1] for grids in scored])[:-1]
     return [
-        rollout.records(grids, seed_advantages, seed_deltas)
-        for rollout, grids, seed_advantages, seed_deltas in zip(
-            rollouts, scored, np.split(advantages, bounds, axis=1), np.split(deltas, bounds, axis=1)
-        )
+        rollout.records(i, seed, advantages[:, i * n_envs : (i + 1) * n_envs], deltas[:, i * n_envs : (i + 1) * n_envs])
+        for i, seed in enumerate(scored)
     ]

@@ -24,8 +24,8 @@ import torch
 from omegaconf import OmegaConf
 
 from rlinfluence.config.schema import PPOConfig
-from rlinfluence.control.collect import rollout_records
-from rlinfluence.control.stacked_collect import collection_simulator, simulator_steps
+from rlinfluence.control.collect import Rollout, rollout_records
+from rlinfluence.control.stacked_collect import collection_simulator
 from rlinfluence.control.stacked_evaluation import stacked_evaluation
 from rlinfluence.control.stacked_influence import stacked_influence_scores
 from rlinfluence.control.stacked_networks import SeedCritic, StackedActorCritic
@@ -88,20 +88,19 @@ class Stack:
         rollout_records)."""
         model, trainers = self.model, self.agents
         simulator = collection_simulator(trainers)
-        rollouts = [trainer.start_rollout() for trainer in trainers]
-        for t in range(rollouts[0].n_steps):
-            obs = torch.as_tensor(np.stack([rollout.observe(t) for rollout in rollouts]), device=model.device)
-            noise = torch.stack([rollout.noise[t] for rollout in rollouts]).to(model.device)
-            actions = model.sample_actions(obs, noise).cpu().numpy()
-            for rollout, seed_actions, seed_taken in zip(rollouts, actions, simulator_steps(simulator, actions)):
-                rollout.act(t, seed_actions, seed_taken)
+        noise = torch.stack([trainer.start_rollout() for trainer in trainers], dim=1)
+        rollout = Rollout([trainer.envs for trainer in trainers], trainers[0].cfg.env.n_steps, noise)
+        noise = noise.to(model.device)
+        for t in range(rollout.n_steps):
+            obs = torch.as_tensor(rollout.observe(t), device=model.device)
+            rollout.act(t, model.sample_actions(obs, noise[t]).cpu().numpy(), simulator)
         planted = [trainer.planted(k) for trainer in trainers]
         scored = [
-            trainer.scored(rollout, SeedCritic(model, i), seed_planted)
-            for i, (trainer, rollout, seed_planted) in enumerate(zip(trainers, rollouts, planted))
+            trainer.scored(rollout, i, SeedCritic(model, i), seed_planted)
+            for i, (trainer, seed_planted) in enumerate(zip(trainers, planted))
         ]
         ppo = trainers[0].cfg.ppo  # the seeds share every setting but the seed
-        records = rollout_records(rollouts, scored, ppo.gamma, ppo.gae_lambda)
+        records = rollout_records(rollout, scored, ppo.gamma, ppo.gae_lambda)
         return [
             trainer.corrupted(buffer, seed_planted) for trainer, buffer, seed_planted in zip(trainers, records, planted)
         ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlinfluence.control.collect import SimulatorSlots, Steps
+from rlinfluence.control.collect import SimulatorSlots
 from rlinfluence.control.trainer import Trainer
 from rlinfluence.envs.batched import BatchedSimulator, simulator_if_any
 
@@ -45,13 +45,3 @@ def collection_simulator(trainers: list[Trainer]) -> BatchedSimulator | None:
     for trainer, seed_slot in zip(trainers, slots):
         trainer.envs.move_to(SimulatorSlots(simulator, seed_slot))
     return simulator
-
-
-def simulator_steps(simulator: BatchedSimulator | None, actions: np.ndarray) -> list[Steps | None]:
-    """One step of every seed's envs on `simulator` (`actions`: [seeds, n_envs]), each seed's rows of it; None for
-    each seed where there is no simulator (each seed's TrainEnvs steps its library envs)."""
-    if simulator is None:
-        return [None] * len(actions)
-    stepped = simulator.step(actions.reshape(-1).astype(np.int64))
-    by_seed = (part.reshape(*actions.shape, *part.shape[1:]) for part in stepped)  # [seeds, n_envs, ...] views
-    return [Steps(*seed_parts) for seed_parts in zip(*by_seed)]

@@ -97,25 +97,25 @@ class Trainer:
     def state_fields(self) -> dict[str, float]:
         return {}
 
-    def start_rollout(self) -> Rollout:
-        """The round's rollout before its first step: the collection protocol applied, its action noise drawn."""
+    def start_rollout(self) -> torch.Tensor:
+        """Ready the envs for the round's rollout (the collection protocol applied); its action noise,
+        (n_steps, n_envs, ...)."""
         if self.cfg.collection.repeat_action_noise:
             self.action_generator.set_state(self.first_action_state)
         self.envs.finished_returns.clear()
         self.envs.start_round()
-        shape = (self.cfg.env.n_steps, self.cfg.env.n_envs)
-        return Rollout(self.envs, self.cfg.env.n_steps, self.model.action_head.draw_noise(shape, self.action_generator))
+        return self.model.action_head.draw_noise((self.cfg.env.n_steps, self.cfg.env.n_envs), self.action_generator)
 
     def planted(self, k: int) -> torch.Tensor | None:
         """Round k's planted records (bool per record id; corruption.*), None in a clean run."""
         corruption = self.cfg.corruption
         return planted_records(self.cfg.seed, k, self.cfg.env.n_envs * self.cfg.env.n_steps, corruption.fraction)
 
-    def scored(self, rollout: Rollout, critic: Critic, planted: torch.Tensor | None) -> Scored:
-        """A finished rollout's grids for GAE, computed with `critic`; its planted rewards negated (corruption.kind=
-        reward)."""
+    def scored(self, rollout: Rollout, i: int, critic: Critic, planted: torch.Tensor | None) -> Scored:
+        """Its seed's grids of a finished rollout (seed i of it), computed with `critic`; its planted rewards negated
+        (corruption.kind=reward)."""
         negated = planted if self.cfg.corruption.kind == REWARD else None
-        return rollout.scored(critic, self.cfg.ppo.gamma, negated)
+        return rollout.scored(i, critic, self.cfg.ppo.gamma, negated)
 
     def corrupted(self, buffer: RolloutBuffer, planted: torch.Tensor | None) -> RolloutBuffer:
         """The round's records marked with their planted ones, whose advantages are negated under
