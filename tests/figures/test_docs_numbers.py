@@ -299,3 +299,38 @@ def test_the_twenty_seed_sections_minigrid_verdicts_are_the_leaderboards():
     section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
     claim = "On MiniGrid IIF is decided better than standard PPO on both questions (every one of the 20 seeds ahead)"
     assert claim in section
+
+
+def test_the_twenty_seed_sections_doorkey_verdicts_are_the_leaderboards():
+    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
+    doorkey = board.split("## DoorKey-5x5: paired by seed")[1].split("\n## ")[0]
+    rows = {}
+    for line in doorkey.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[2].isdigit():
+            rows[(cells[0], cells[1])] = cells
+    worse, tie = "decided: worse", "tie at 20 seeds"
+
+    def verdicts(method: str, against: str) -> tuple[str, str]:  # typical seed, expected outcome
+        return rows[(method, against)][5], rows[(method, against)][8]
+
+    assert verdicts("IIF", "Standard PPO") == (worse, worse)
+    assert rows[("IIF", "Standard PPO")][3].startswith("0.10 ")  # "2 of 20 seeds ahead"
+    assert verdicts("IIF", "Random, as many as IIF") == (worse, worse)
+    assert verdicts("Random, as many as IIF", "Standard PPO") == (tie, tie)
+    assert verdicts("Consensus", "Standard PPO") == (tie, worse)
+    assert verdicts("IIF", "Consensus") == (tie, tie)
+    assert verdicts("IIF, episodes", "Standard PPO") == verdicts("Consensus, episodes", "Standard PPO") == (tie, tie)
+    arms = board.split("## DoorKey-5x5: per arm")[1].split("\n## ")[0]
+    failed = {
+        cells[0]: cells[5]
+        for cells in ([c.strip() for c in line.strip("|").split("|")] for line in arms.splitlines())
+        if len(cells) == 7
+    }
+    assert (failed["IIF"], failed["Standard PPO"]) == ("4 / 20", "1 / 20")  # "4 seeds failed against … 1"
+    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    claim = (
+        "On DoorKey-5x5 (its Adam preset) IIF is decided worse than standard PPO on both questions (2 of 20 seeds "
+        "ahead; 4 seeds failed against standard PPO's 1)"
+    )
+    assert claim in section
