@@ -27,6 +27,7 @@ PRINTS = {
     "batched_seeds.py": "ratio to alone",
     "stacked_rounds.py": "| target (N = 16) |",  # its table's header, before the rows
     "weight_layouts.py": "input gradient",
+    "stack_memory.py": "| frozenlake |",  # its row
     "highway_speed.py": "speed-up",
     "minigrid_speed.py": "speed-up",
     "highway_release_probe.py": "'round': 1",
