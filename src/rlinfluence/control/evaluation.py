@@ -14,7 +14,7 @@ import torch
 
 from rlinfluence.config.schema import EnvConfig, EvalConfig
 from rlinfluence.control.networks import ActorCritic
-from rlinfluence.envs.make import make_env, to_env_action
+from rlinfluence.envs.make import make_env, to_env_actions
 from rlinfluence.seeding import child_stream, torch_generator
 
 
@@ -95,8 +95,7 @@ class Evaluator:
                 return episodes.metrics()
             actions = episodes.actions(model, np.stack([obs[slot] for slot in slots]))
             rewards, ended = np.zeros(len(slots)), np.zeros(len(slots), bool)
-            for j, (slot, action) in enumerate(zip(slots, actions)):
-                env_action = to_env_action(action_space, action)
+            for j, (slot, env_action) in enumerate(zip(slots, to_env_actions(action_space, actions))):
                 obs[slot], rewards[j], terminated, truncated, _ = self.envs[slot].step(env_action)
                 ended[j] = terminated or truncated
             starting, seeds = episodes.record(slots, rewards, ended)

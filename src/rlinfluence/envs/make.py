@@ -250,17 +250,9 @@ def space_shape(space: gym.Space) -> tuple[int, ...]:
     return space.shape
 
 
-def to_env_action(action_space: gym.Space, action: np.ndarray):
-    """Discrete: the index. Box: clipped to the bounds (the unclipped sample is what is recorded)."""
-    if isinstance(action_space, gym.spaces.Discrete):
-        return int(action)
-    box = cast(gym.spaces.Box, action_space)
-    return np.clip(action, box.low, box.high)
-
-
 def to_env_actions(action_space: gym.Space, actions: np.ndarray) -> Any:
-    """to_env_action of every action of a batch at once (leading axes: the batch's, as nested lists of indices or
-    an array of clipped actions): the same values, without a call per action."""
+    """A batch of actions as their envs take them (leading axes: the batch's). Discrete: the indices, as nested lists.
+    Box: clipped to the bounds, an array (the unclipped sample is what is recorded)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return actions.astype(np.int64).tolist()  # int() and astype both truncate toward zero
     box = cast(gym.spaces.Box, action_space)
