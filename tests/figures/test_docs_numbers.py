@@ -249,88 +249,79 @@ def test_the_twenty_seed_section_counts_frozenlakes_seeds_from_the_committed_row
     assert "one seed of twenty" in section and seeds - ahead == 1
 
 
+BOARD = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
+TWENTY_SEEDS = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split("\n## ")[0].split())
+DECIDED_BETTER, DECIDED_WORSE, TIE = "decided: better", "decided: worse", "tie at 20 seeds"
+
+
+def _board_table(heading: str, width: int) -> list[list[str]]:
+    """The leaderboard section's table rows (not its header or rule) as cells."""
+    table = [line for line in BOARD.split(f"## {heading}")[1].split("\n## ")[0].splitlines() if line.startswith("|")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[2:]]
+    assert rows and all(len(cells) == width for cells in rows), heading
+    return rows
+
+
+def _paired(title: str) -> dict[tuple[str, str], list[str]]:
+    """An env's comparisons by (method, against): its row's cells (P(>) 3, typical seed 5, expected outcome 8)."""
+    return {(cells[0], cells[1]): cells for cells in _board_table(f"{title}: paired by seed", 9)}
+
+
+def _verdicts(paired: dict[tuple[str, str], list[str]], method: str, against: str) -> tuple[str, str]:
+    """The typical seed's and the expected outcome's verdicts of a comparison."""
+    return paired[(method, against)][5], paired[(method, against)][8]
+
+
+def _failed(title: str) -> dict[str, str]:
+    """An env's "Failed / seeds" per arm."""
+    return {cells[0]: cells[5] for cells in _board_table(f"{title}: per arm", 7)}
+
+
 def test_the_twenty_seed_sections_acrobot_verdicts_are_the_leaderboards():
-    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
-    acrobot = board.split("## Acrobot: paired by seed")[1].split("\n## ")[0]
-    verdicts = {}
-    for line in acrobot.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 9 and cells[0] in ("IIF", "Consensus"):
-            verdicts[(cells[0], cells[1])] = (cells[5], cells[8])  # typical seed, expected outcome
-    assert verdicts[("IIF", "Standard PPO")] == ("tie at 20 seeds", "tie at 20 seeds")  # "IIF ties … on both"
-    assert verdicts[("Consensus", "Standard PPO")] == ("decided: better", "decided: better")
-    assert verdicts[("IIF", "Consensus")] == ("tie at 20 seeds", "tie at 20 seeds")
-    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
-    assert "On Acrobot IIF ties standard PPO on both questions while consensus is decided better on both" in section
+    acrobot = _paired("Acrobot")
+    assert _verdicts(acrobot, "IIF", "Standard PPO") == (TIE, TIE)  # "IIF ties … on both"
+    assert _verdicts(acrobot, "Consensus", "Standard PPO") == (DECIDED_BETTER, DECIDED_BETTER)
+    assert _verdicts(acrobot, "IIF", "Consensus") == (TIE, TIE)
+    claim = "On Acrobot IIF ties standard PPO on both questions while consensus is decided better on both"
+    assert claim in TWENTY_SEEDS
 
 
 def test_the_twenty_seed_sections_false_decision_rates_are_the_leaderboards_range():
-    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
-    rule = board.split("## The decision rule under no difference")[1].split("\n## ")[0]
-    rates: dict[int, list[float]] = {4: [], 5: []}  # the typical seed's column, the expected outcome's
-    for line in rule.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 7 and cells[3].isdigit():  # a row, not the header or its rule
-            for column in rates:
-                rates[column].append(float(cells[column].split(" %")[0]))
-    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    rule = _board_table("The decision rule under no difference", 7)
+    rates = {column: [float(cells[column].split(" %")[0]) for cells in rule] for column in (4, 5)}
     quoted = _find(
         r"decides the typical-seed question in (\S+)–(\S+) % of them and the expected-outcome question in "
         r"(\S+)–(\S+) %",
-        section,
+        TWENTY_SEEDS,
     ).groups()
     assert len(rates[4]) >= 4  # two primary comparisons in each env
     assert quoted == tuple(f"{f(rates[column]):.1f}" for column in (4, 5) for f in (min, max))
 
 
 def test_the_twenty_seed_sections_minigrid_verdicts_are_the_leaderboards():
-    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
-    minigrid = board.split("## MiniGrid: paired by seed")[1].split("\n## ")[0]
-    rows = {}
-    for line in minigrid.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 9 and cells[2].isdigit():
-            rows[(cells[0], cells[1])] = cells
-    decided = ("decided: better", "decided: better")
-    assert (rows[("IIF", "Standard PPO")][5], rows[("IIF", "Standard PPO")][8]) == decided
-    assert rows[("IIF", "Standard PPO")][3].startswith("1.00 ")  # "every one of the 20 seeds ahead"
-    assert (rows[("Consensus", "Standard PPO")][5], rows[("Consensus", "Standard PPO")][8]) == decided
-    assert (rows[("IIF", "Consensus")][5], rows[("IIF", "Consensus")][8]) == ("tie at 20 seeds", "tie at 20 seeds")
-    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
+    minigrid = _paired("MiniGrid")
+    assert _verdicts(minigrid, "IIF", "Standard PPO") == (DECIDED_BETTER, DECIDED_BETTER)
+    assert minigrid[("IIF", "Standard PPO")][3].startswith("1.00 ")  # "every one of the 20 seeds ahead"
+    assert _verdicts(minigrid, "Consensus", "Standard PPO") == (DECIDED_BETTER, DECIDED_BETTER)
+    assert _verdicts(minigrid, "IIF", "Consensus") == (TIE, TIE)
     claim = "On MiniGrid IIF is decided better than standard PPO on both questions (every one of the 20 seeds ahead)"
-    assert claim in section
+    assert claim in TWENTY_SEEDS
 
 
 def test_the_twenty_seed_sections_doorkey_verdicts_are_the_leaderboards():
-    board = (REPO_ROOT / "paper_figures" / "twenty_seeds_leaderboard.md").read_text()
-    doorkey = board.split("## DoorKey-5x5: paired by seed")[1].split("\n## ")[0]
-    rows = {}
-    for line in doorkey.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 9 and cells[2].isdigit():
-            rows[(cells[0], cells[1])] = cells
-    worse, tie = "decided: worse", "tie at 20 seeds"
-
-    def verdicts(method: str, against: str) -> tuple[str, str]:  # typical seed, expected outcome
-        return rows[(method, against)][5], rows[(method, against)][8]
-
-    assert verdicts("IIF", "Standard PPO") == (worse, worse)
-    assert rows[("IIF", "Standard PPO")][3].startswith("0.10 ")  # "2 of 20 seeds ahead"
-    assert verdicts("IIF", "Random, as many as IIF") == (worse, worse)
-    assert verdicts("Random, as many as IIF", "Standard PPO") == (tie, tie)
-    assert verdicts("Consensus", "Standard PPO") == (tie, worse)
-    assert verdicts("IIF", "Consensus") == (tie, tie)
-    assert verdicts("IIF, episodes", "Standard PPO") == verdicts("Consensus, episodes", "Standard PPO") == (tie, tie)
-    arms = board.split("## DoorKey-5x5: per arm")[1].split("\n## ")[0]
-    failed = {
-        cells[0]: cells[5]
-        for cells in ([c.strip() for c in line.strip("|").split("|")] for line in arms.splitlines())
-        if len(cells) == 7
-    }
+    doorkey = _paired("DoorKey-5x5")
+    assert _verdicts(doorkey, "IIF", "Standard PPO") == (DECIDED_WORSE, DECIDED_WORSE)
+    assert doorkey[("IIF", "Standard PPO")][3].startswith("0.10 ")  # "2 of 20 seeds ahead"
+    assert _verdicts(doorkey, "IIF", "Random, as many as IIF") == (DECIDED_WORSE, DECIDED_WORSE)
+    assert _verdicts(doorkey, "Random, as many as IIF", "Standard PPO") == (TIE, TIE)
+    assert _verdicts(doorkey, "Consensus", "Standard PPO") == (TIE, DECIDED_WORSE)
+    assert _verdicts(doorkey, "IIF", "Consensus") == (TIE, TIE)
+    assert _verdicts(doorkey, "IIF, episodes", "Standard PPO") == (TIE, TIE)
+    assert _verdicts(doorkey, "Consensus, episodes", "Standard PPO") == (TIE, TIE)
+    failed = _failed("DoorKey-5x5")
     assert (failed["IIF"], failed["Standard PPO"]) == ("4 / 20", "1 / 20")  # "4 seeds failed against … 1"
-    section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
     claim = (
         "On DoorKey-5x5 (its Adam preset) IIF is decided worse than standard PPO on both questions (2 of 20 seeds "
         "ahead; 4 seeds failed against standard PPO's 1)"
     )
-    assert claim in section
+    assert claim in TWENTY_SEEDS

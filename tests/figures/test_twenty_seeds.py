@@ -14,6 +14,7 @@ from scipy import stats
 
 from rlinfluence import metrics
 from rlinfluence.figures import twenty_seeds
+from rlinfluence.figures.arms import iif_p
 from rlinfluence.figures.regenerate import regenerate
 from rlinfluence.figures.runs import read_tidy_csv
 from test_figures import write_run
@@ -163,6 +164,14 @@ def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with
         "`rlinfluence -m +experiment=twenty_seeds env=minigrid eval.episodes=100 engine=stacked "
         "seed='range(20)'`" in missing
     )
+    assert (  # Pendulum through env=gym: the settings declared before its runs, not a preset's
+        "- twenty_seeds/gym-Pendulum-v1: needs 20 seeds run by every arm, has 0 in common (finished seeds per run "
+        "name: ppo 0, iif-p50 0" in missing
+    )
+    assert (
+        "`rlinfluence -m +experiment=twenty_seeds env=gym env.id=Pendulum-v1 env.n_envs=4 env.n_steps=1024 "
+        "env.rounds=25 ppo.gamma=0.9 " in missing
+    )
     index = (root / "out" / "INDEX.md").read_text()
     assert "## Which filter? Twenty seeds (`twenty_seeds_leaderboard`)" in index
     assert (
@@ -231,6 +240,17 @@ def test_without_every_seed_of_every_arm_the_env_is_missing(tmp_path):
     write_study(tmp_path / "runs", seeds=19)
     status, why = results_of(tmp_path)[NAME]
     assert status == "missing" and "twenty_seeds/frozenlake: needs 20 seeds run by every arm, has 19 in common" in why
+
+
+def test_an_env_gym_env_is_drawn_under_its_title_with_env_gyms_p(tmp_path):
+    """Pendulum's runs (env=gym) are filed under gym-Pendulum-v1; its IIF and random drop env=gym's p = 50 %."""
+    write_study(tmp_path / "runs", envs=("gym-Pendulum-v1",))
+    assert results_of(tmp_path)[NAME][0] == "partial"
+    iif = sections(tmp_path)["Pendulum: paired by seed"].set_index(["Method", "Against"]).loc["IIF", "Standard PPO"]
+    assert (iif["Seeds"], iif["Typical seed"]) == ("20", "decided: better")
+    assert iif_p("gym-Pendulum-v1") == 50.0 == iif_p("gym")
+    tidy = read_tidy_csv(tmp_path / "data" / "twenty_seeds.gym-Pendulum-v1.csv")
+    assert {"iif-p50", "random-p50", "consensus-ep-p50"} <= set(tidy["method_tag"])
 
 
 def test_the_decision_rule_rarely_decides_under_no_difference():

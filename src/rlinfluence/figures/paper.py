@@ -18,6 +18,7 @@ ENV_TITLES = {
     "bipedalwalker": "BipedalWalker",
     "pong": "Pong",
     "doorkey": "DoorKey-5x5",  # beyond the paper: the benchmark of rollout filters
+    "gym-Pendulum-v1": "Pendulum",  # beyond the paper: the twenty-seed study's continuous control (env=gym)
 }
 
 # Fig. 6(b), SGD (BipedalWalker: Adam), 5 seeds.

@@ -43,7 +43,15 @@ from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, f
 from rlinfluence.figures.render import Section, figure_style
 from rlinfluence.figures.requirements import Output
 
-STUDY_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey")
+STUDY_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey", "gym-Pendulum-v1")
+# An env studied through env=gym (its runs' env is `gym-<id>`) and the settings its runs used, declared before any of
+# them: Pendulum-v1 at rl-zoo's tuned PPO entry (hyperparams/ppo.yml; SB3's defaults for what it leaves out; no gSDE
+# here), 25 rounds x 4 envs x 1,024 steps = rl-zoo's 1e5 steps. docs/results/index.md says where it comes from.
+GYM_SETTINGS = {
+    "gym-Pendulum-v1": "env=gym env.id=Pendulum-v1 env.n_envs=4 env.n_steps=1024 env.rounds=25 ppo.gamma=0.9 "
+    "ppo.gae_lambda=0.95 ppo.n_epochs=10 ppo.batch_size=64 ppo.ent_coef=0 ppo.clip_range=0.2 ppo.max_grad_norm=0.5 "
+    "optimizer=adam env.lr.adam=1e-3 eval.episodes=100",
+}
 # The random arms by what they drop: as many records as IIF at the env's p, and as many as 25 % of the round's
 # negative-influence records (filters.py's labels say only "Random" and "Random 25 %").
 RANDOM_AS_IIF = replace(RANDOM, label="Random, as many as IIF")
@@ -66,8 +74,10 @@ class StudyRuns(Runs):
 
     def command_for(self, env: str) -> str:
         """The overlay's command for `env` (conf/experiment/twenty_seeds.yaml): the env's committed evaluation
-        (control_runs.CPU_EVALUATION), every seed of an arm packed into one stacked process."""
-        return f"{super().command_for(env)} engine=stacked seed='range({self.seeds})'"
+        (control_runs.CPU_EVALUATION) or an env=gym env's settings (GYM_SETTINGS), every seed of an arm packed into
+        one stacked process."""
+        env_command = self._command(f" {GYM_SETTINGS[env]}") if env in GYM_SETTINGS else super().command_for(env)
+        return f"{env_command} engine=stacked seed='range({self.seeds})'"
 
     @property
     def command(self) -> str:
