@@ -254,27 +254,27 @@ TWENTY_SEEDS = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split("
 DECIDED_BETTER, DECIDED_WORSE, TIE = "decided: better", "decided: worse", "tie at 20 seeds"
 
 
-def _board_table(heading: str, width: int) -> list[list[str]]:
-    """The leaderboard section's table rows (not its header or rule) as cells."""
+def _board_table(heading: str) -> list[dict[str, str]]:
+    """The leaderboard section's table: a row per line, its cells by their column's header."""
     table = [line for line in BOARD.split(f"## {heading}")[1].split("\n## ")[0].splitlines() if line.startswith("|")]
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[2:]]
-    assert rows and all(len(cells) == width for cells in rows), heading
-    return rows
+    header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+    assert rows, heading
+    return [dict(zip(header, cells, strict=True)) for cells in rows]
 
 
-def _paired(title: str) -> dict[tuple[str, str], list[str]]:
-    """An env's comparisons by (method, against): its row's cells (P(>) 3, typical seed 5, expected outcome 8)."""
-    return {(cells[0], cells[1]): cells for cells in _board_table(f"{title}: paired by seed", 9)}
+def _paired(title: str) -> dict[tuple[str, str], dict[str, str]]:
+    """An env's comparisons by (method, against)."""
+    return {(row["Method"], row["Against"]): row for row in _board_table(f"{title}: paired by seed")}
 
 
-def _verdicts(paired: dict[tuple[str, str], list[str]], method: str, against: str) -> tuple[str, str]:
+def _verdicts(paired: dict[tuple[str, str], dict[str, str]], method: str, against: str) -> tuple[str, str]:
     """The typical seed's and the expected outcome's verdicts of a comparison."""
-    return paired[(method, against)][5], paired[(method, against)][8]
+    return paired[(method, against)]["Typical seed"], paired[(method, against)]["Expected outcome"]
 
 
 def _failed(title: str) -> dict[str, str]:
     """An env's "Failed / seeds" per arm."""
-    return {cells[0]: cells[5] for cells in _board_table(f"{title}: per arm", 7)}
+    return {row["Method"]: row["Failed / seeds"] for row in _board_table(f"{title}: per arm")}
 
 
 def test_the_twenty_seed_sections_acrobot_verdicts_are_the_leaderboards():
@@ -287,21 +287,22 @@ def test_the_twenty_seed_sections_acrobot_verdicts_are_the_leaderboards():
 
 
 def test_the_twenty_seed_sections_false_decision_rates_are_the_leaderboards_range():
-    rule = _board_table("The decision rule under no difference", 7)
-    rates = {column: [float(cells[column].split(" %")[0]) for cells in rule] for column in (4, 5)}
+    rule = _board_table("The decision rule under no difference")
+    columns = ("Typical seed decided [95 % CI]", "Expected outcome decided [95 % CI]")
+    rates = {column: [float(row[column].split(" %")[0]) for row in rule] for column in columns}
     quoted = _find(
         r"decides the typical-seed question in (\S+)–(\S+) % of them and the expected-outcome question in "
         r"(\S+)–(\S+) %",
         TWENTY_SEEDS,
     ).groups()
-    assert len(rates[4]) >= 4  # two primary comparisons in each env
-    assert quoted == tuple(f"{f(rates[column]):.1f}" for column in (4, 5) for f in (min, max))
+    assert len(rule) >= 4  # two primary comparisons in each env
+    assert quoted == tuple(f"{f(rates[column]):.1f}" for column in columns for f in (min, max))
 
 
 def test_the_twenty_seed_sections_minigrid_verdicts_are_the_leaderboards():
     minigrid = _paired("MiniGrid")
     assert _verdicts(minigrid, "IIF", "Standard PPO") == (DECIDED_BETTER, DECIDED_BETTER)
-    assert minigrid[("IIF", "Standard PPO")][3].startswith("1.00 ")  # "every one of the 20 seeds ahead"
+    assert minigrid[("IIF", "Standard PPO")]["P(>) [95 % CI]"].startswith("1.00 ")  # "every one of the 20 seeds ahead"
     assert _verdicts(minigrid, "Consensus", "Standard PPO") == (DECIDED_BETTER, DECIDED_BETTER)
     assert _verdicts(minigrid, "IIF", "Consensus") == (TIE, TIE)
     claim = "On MiniGrid IIF is decided better than standard PPO on both questions (every one of the 20 seeds ahead)"
@@ -311,7 +312,7 @@ def test_the_twenty_seed_sections_minigrid_verdicts_are_the_leaderboards():
 def test_the_twenty_seed_sections_doorkey_verdicts_are_the_leaderboards():
     doorkey = _paired("DoorKey-5x5")
     assert _verdicts(doorkey, "IIF", "Standard PPO") == (DECIDED_WORSE, DECIDED_WORSE)
-    assert doorkey[("IIF", "Standard PPO")][3].startswith("0.10 ")  # "2 of 20 seeds ahead"
+    assert doorkey[("IIF", "Standard PPO")]["P(>) [95 % CI]"].startswith("0.10 ")  # "2 of 20 seeds ahead"
     assert _verdicts(doorkey, "IIF", "Random, as many as IIF") == (DECIDED_WORSE, DECIDED_WORSE)
     assert _verdicts(doorkey, "Random, as many as IIF", "Standard PPO") == (TIE, TIE)
     assert _verdicts(doorkey, "Consensus", "Standard PPO") == (TIE, DECIDED_WORSE)

@@ -31,7 +31,7 @@ from rlinfluence.figures.arms import (
 from rlinfluence.figures.collapse import failure, has_failure_criterion
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.fidelity import Sources
-from rlinfluence.figures.formatting import MISSING_CELL
+from rlinfluence.figures.formatting import MISSING_CELL, iqm_cell
 from rlinfluence.figures.quantities import by_arm, efficiency_per_seed, final_return
 from rlinfluence.figures.render import figure_style
 from rlinfluence.figures.requirements import Output
@@ -46,11 +46,6 @@ FILTERS_RUNS = Sources(
     )
 )
 NORMALISED_TAUS = np.linspace(0.0, 1.0, 101)  # thresholds of the profiles' per-env normalised area
-
-
-def _iqm_cell(values: np.ndarray, digits: int) -> str:
-    ci = metrics.bootstrap_ci(values)
-    return f"{ci.mean:.{digits}f} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
 
 
 def _poi_cell(pairs: list[tuple[np.ndarray, np.ndarray]]) -> str:
@@ -93,7 +88,7 @@ def _row(
         "Method": arm.label,
         "Seeds": str(len(runs)),
         "SE_ave median": f"{np.median(se):.1f}" if se.size else MISSING_CELL,
-        "SE_ave IQM [95 % CI]": _iqm_cell(se, 1) if se.size else MISSING_CELL,
+        "SE_ave IQM [95 % CI]": iqm_cell(se, 1) if se.size else MISSING_CELL,
         "P(> standard), AUC [95 % CI]": _poi_cell(pairs) if arm != STANDARD else MISSING_CELL,
         "Final return, median": f"{runs['final'].median():.2f}" if one_env else MISSING_CELL,
         "Failed / seeds": f"{int(failed.sum())} / {len(failed)}" if len(failed) else MISSING_CELL,

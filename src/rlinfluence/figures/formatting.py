@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from rlinfluence import metrics
 from rlinfluence.figures import paper
 
 MISSING_CELL = "—"
@@ -27,3 +29,9 @@ def pm_over_seeds(values: pd.Series, digits: int) -> str:
     # One value has no spread: the mean alone, not "± nan".
     summary = pm(values.mean(), values.std(), digits) if len(values) - missing > 1 else f"{values.mean():.{digits}f}"
     return f"{summary} (none for {missing} of {len(values)} seeds)" if missing else summary
+
+
+def iqm_cell(values: np.ndarray, digits: int) -> str:
+    """The interquartile mean of `values` with its 95 % percentile-bootstrap CI (metrics.bootstrap_ci)."""
+    ci = metrics.bootstrap_ci(values)
+    return f"{ci.mean:.{digits}f} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"

@@ -38,7 +38,7 @@ from rlinfluence.figures.arms import (
     Arm,
 )
 from rlinfluence.figures.control_runs import Runs
-from rlinfluence.figures.formatting import MISSING_CELL, pm, pm_over_seeds
+from rlinfluence.figures.formatting import MISSING_CELL, iqm_cell, pm, pm_over_seeds
 from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, final_return
 from rlinfluence.figures.render import Section, figure_style
 from rlinfluence.figures.requirements import Output
@@ -207,6 +207,9 @@ def _arm_rows(rows: pd.DataFrame, env: str) -> list[dict[str, str]]:
                 "AUC mean ± std": pm(areas.mean(), areas.std(ddof=1), 3) if areas.size > 1 else f"{areas.mean():.3f}",
                 "SE_ave (%) mean ± std": pm_over_seeds(se_ave, 1) if arm != STANDARD else MISSING_CELL,
                 "SE_ave (%) median": f"{np.nanmedian(se_ave):.1f}" if se_ave.notna().any() else MISSING_CELL,
+                "SE_ave (%) IQM [95 % CI]": iqm_cell(se_ave.dropna().to_numpy(), 1)
+                if se_ave.notna().any()
+                else MISSING_CELL,
                 "Failed / seeds": f"{len(failures)} / {len(runs)}",
                 "Failed seeds": ", ".join(map(str, failures)) or MISSING_CELL,
             }
@@ -289,8 +292,9 @@ OUTPUTS: tuple[Output, ...] = (
         "flips from a fixed seed). The p-values of an env's table are adjusted together by Benjamini–Hochberg "
         f"(q-values); a question is decided when its q < {FDR:g} and its CI excludes 0.5 (P) or 0 (the mean), on "
         "the side the CI says; else it is a tie at the study's seeds. Per arm: AUC mean ± std over seeds; SE_ave as "
-        "in Fig. 6b against standard PPO of the same seed, mean ± std (the paper's statistic) and median; a failed "
-        "seed ends (last evaluated round) below its initial policy's test return (round 0), or never reaches the first "
+        "in Fig. 6b against standard PPO of the same seed, mean ± std (the paper's statistic), median, and "
+        f"interquartile mean [{_BOOTSTRAP}] (the 5-seed numbers: `filters_leaderboard`); a failed seed ends (last "
+        "evaluated round) below its initial policy's test return (round 0), or never reaches the first "
         "level of standard PPO's run of the same seed (its first test return above round 0's). The decision rule under "
         "no difference: for each primary comparison (IIF against standard PPO and against consensus), "
         f"{NULL_SIMULATIONS} null studies of as many seeds, each a resample of its paired AUC differences with random "
