@@ -32,13 +32,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig
 
 from rlinfluence.choices import ConfigError
-from rlinfluence.config.compose import composing
+from rlinfluence.config.compose import ANY_ENV, composing
 from rlinfluence.config.engines import DEFAULT
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.overlays import overlay, overlay_names
@@ -137,13 +138,34 @@ def setting_overrides(settings: dict[str, Any]) -> list[str]:
     return [f"~{key}" if value == UNSET else f"++{key}={json.dumps(value)}" for key, value in settings.items()]
 
 
+def any_env_presets(run: pd.Series) -> list[str] | None:
+    """An env=gym run's presets, from its tidy row: env=gym with the id its env folder encodes (rundir.env_folder)
+    and its optimizer, which the command line chose (an overlay names neither; settings.json records only what
+    differs from these presets). None for a run of an env's own preset."""
+    prefix = f"{ANY_ENV}-"
+    if not run.env.startswith(prefix):
+        return None
+    env_id = unquote(run.env.removeprefix(prefix))
+    return [f"env={ANY_ENV}", f"env.id={json.dumps(env_id)}", f"optimizer={run.optimizer}"]
+
+
+def candidate_jobs(run: pd.Series) -> list[list[str]]:
+    """The overlay jobs that may have made `run`: its env's and seed's (others are not composed, ~0.1 s a job), an
+    env=gym run's with its own presets in place of the overlay's env sweep, each job once."""
+    presets = any_env_presets(run)
+    jobs = overlay_jobs(run.experiment)
+    if presets is not None:  # the overlay's env sweep stands for the presets an env=gym block gave on its command line
+        jobs = [[job[0], *presets, *(o for o in job[1:] if not o.startswith("env="))] for job in jobs]
+    own = {f"env={run.env}", f"seed={run.seed}", *(presets or [])}
+    kept = (job for job in jobs if all(o in own for o in job if o.startswith(("env=", "seed="))))
+    return [list(job) for job in dict.fromkeys(map(tuple, kept))]
+
+
 def overrides_of(run: pd.Series, settings: dict[str, dict[str, Any]]) -> list[str]:
     """The overrides that made a committed run: the overlay job whose run dir it is, with the settings its
     config_hash stands for (settings.json) on top. ConfigError when none makes it."""
     recorded = setting_overrides(settings.get(run.config_hash, {}))
-    for job in overlay_jobs(run.experiment):
-        if any(o.startswith(("env=", "seed=")) and o not in (f"env={run.env}", f"seed={run.seed}") for o in job):
-            continue  # another env or seed: not composed (~0.1 s a job)
+    for job in candidate_jobs(run):
         cfg = compose("config", overrides=[*job, *recorded])
         if f"{cfg.experiment_name}/{rundir.relative_run_dir(cfg).as_posix()}" == run.path:
             return [*job, *recorded]

@@ -32,6 +32,7 @@ FAMILIES = {
     "toy-text": "twenty_seeds/frozenlake/sgd/iif-p50-4739bc/seed0",
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
     "minigrid": "twenty_seeds/minigrid/sgd/iif-p12.5-12fcbe/seed3",
+    "continuous (env=gym)": "twenty_seeds/gym-Pendulum-v1/adam/iif-p50-bb5a63/seed0",
 }
 # A run engine=default made with its one-run round (replay.ONE_RUN_ROUND_LAST), whose round 2 differs from the one
 # engine's on the pinned kernels.
