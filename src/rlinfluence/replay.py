@@ -32,7 +32,6 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 import pandas as pd
 from hydra import compose
@@ -142,10 +141,9 @@ def any_env_presets(run: pd.Series) -> list[str] | None:
     """An env=gym run's presets, from its tidy row: env=gym with the id its env folder encodes (rundir.env_folder)
     and its optimizer, which the command line chose (an overlay names neither; settings.json records only what
     differs from these presets). None for a run of an env's own preset."""
-    prefix = f"{ANY_ENV}-"
-    if not run.env.startswith(prefix):
+    env_id = rundir.any_env_id(run.env)
+    if env_id is None:
         return None
-    env_id = unquote(run.env.removeprefix(prefix))
     return [f"env={ANY_ENV}", f"env.id={json.dumps(env_id)}", f"optimizer={run.optimizer}"]
 
 

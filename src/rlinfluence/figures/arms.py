@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rlinfluence.config.compose import ANY_ENV, preset
+from rlinfluence.run.rundir import any_env_id
 
 
 def iif_p(env: str) -> float:
     """The env's IIF p (its preset's env.p), the share of negative records an IIF round drops; the
     baselines that drop records drop as many. An env=gym run's env (`gym-<id>`, rundir.env_folder) has env=gym's."""
-    return float(preset(ANY_ENV if env.startswith(f"{ANY_ENV}-") else env).env.p)
+    return float(preset(ANY_ENV if any_env_id(env) is not None else env).env.p)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -56,6 +56,12 @@ def env_folder(cfg: DictConfig) -> str:
     if cfg.env.name != ANY_ENV:
         return str(cfg.env.name)
     return f"{ANY_ENV}-{quote(cfg.env.id, safe='')}"
+
+
+def any_env_id(folder: str) -> str | None:
+    """The env.id an env=gym run's env folder encodes (`env_folder`'s inverse); None for an env preset's folder."""
+    prefix = f"{ANY_ENV}-"
+    return unquote(folder.removeprefix(prefix)) if folder.startswith(prefix) else None
 
 
 def relative_run_dir(cfg: DictConfig) -> Path:
