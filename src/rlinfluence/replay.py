@@ -137,24 +137,25 @@ def setting_overrides(settings: dict[str, Any]) -> list[str]:
     return [f"~{key}" if value == UNSET else f"++{key}={json.dumps(value)}" for key, value in settings.items()]
 
 
-def any_env_presets(run: pd.Series) -> list[str] | None:
-    """An env=gym run's presets, from its tidy row: env=gym with the id its env folder encodes (rundir.env_folder)
-    and its optimizer, which the command line chose (an overlay names neither; settings.json records only what
-    differs from these presets). None for a run of an env's own preset."""
+def folder_presets(run: pd.Series) -> list[str]:
+    """The presets a run's dir names and its command line may have chosen (an overlay names neither; settings.json
+    records only what differs from them): its optimizer (the twenty-seed study's MiniGrid under Adam), and for an
+    env=gym run env=gym with the id its env folder encodes (rundir.env_folder), from its tidy row."""
     env_id = rundir.any_env_id(run.env)
-    if env_id is None:
-        return None
-    return [f"env={ANY_ENV}", f"env.id={json.dumps(env_id)}", f"optimizer={run.optimizer}"]
+    any_env = [f"env={ANY_ENV}", f"env.id={json.dumps(env_id)}"] if env_id is not None else []
+    return [*any_env, f"optimizer={run.optimizer}"]
 
 
 def candidate_jobs(run: pd.Series) -> list[list[str]]:
-    """The overlay jobs that may have made `run`: its env's and seed's (others are not composed, ~0.1 s a job), an
-    env=gym run's with its own presets in place of the overlay's env sweep, each job once."""
-    presets = any_env_presets(run)
-    jobs = overlay_jobs(run.experiment)
-    if presets is not None:  # the overlay's env sweep stands for the presets an env=gym block gave on its command line
-        jobs = [[job[0], *presets, *(o for o in job[1:] if not o.startswith("env="))] for job in jobs]
-    own = {f"env={run.env}", f"seed={run.seed}", *(presets or [])}
+    """The overlay jobs that may have made `run`: its env's and seed's (others are not composed, ~0.1 s a job), with
+    its folder's presets in place of the overlay's own choice of them (an env=gym run's in place of the overlay's env
+    sweep), each job once."""
+    presets = folder_presets(run)
+    chosen = tuple(f"{preset.partition('=')[0]}=" for preset in presets)
+    jobs = [
+        [job[0], *presets, *(o for o in job[1:] if not o.startswith(chosen))] for job in overlay_jobs(run.experiment)
+    ]
+    own = {f"env={run.env}", f"seed={run.seed}", *presets}
     kept = (job for job in jobs if all(o in own for o in job if o.startswith(("env=", "seed="))))
     return [list(job) for job in dict.fromkeys(map(tuple, kept))]
 

@@ -59,6 +59,7 @@ def write_run(
     protocol: str = "clean",
     eval_every: int = 1,
     config_hash: str | None = None,
+    optimizer: str = "sgd",
 ) -> Path:
     """One run directory following the core's contract (metrics.csv, summary.json, DONE); with
     `eval_every` > 1 the rounds a run with eval.every does not evaluate have no test return;
@@ -69,7 +70,7 @@ def write_run(
     curve = [r if is_eval_round(k, eval_every, len(curve) - 1) else float("nan") for k, r in enumerate(curve)]
     collect, influence, update = TIMES.get(method, (1.0, 0.0, 2.0))
     leaf = "-".join([tag] + ([protocol] if protocol != "clean" else []) + ([config_hash] if config_hash else []))
-    run_dir = root / experiment / env / "sgd" / leaf / f"seed{seed}"
+    run_dir = root / experiment / env / optimizer / leaf / f"seed{seed}"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "config.yaml").write_text(f"seed: {seed}\n")
     rounds = range(len(curve))
@@ -105,7 +106,7 @@ def write_run(
                 "method": method,
                 "method_tag": tag,
                 "p": float(p) if p not in ("", "auto") else None,
-                "optimizer": "sgd",
+                "optimizer": optimizer,
                 "protocol": protocol,
                 "config_hash": config_hash,
                 "seed": seed,
@@ -138,19 +139,21 @@ def write_every_needed_run(root: Path) -> None:
         ]
     )
     needed = {
-        (runs.experiment_of(arm), env, arm.tag_for(env), seed, protocol)
+        (runs.experiment_of(arm), env, optimizer or "sgd", arm.tag_for(env), seed, protocol)
         for runs in every_runs
-        for env in runs.envs
+        for env, optimizer in map(runs.source, runs.envs)
         for arm in runs.arms
         for seed in range(runs.seeds)
         for protocol in runs.protocols
     }
-    for experiment, env, tag, seed, protocol in sorted(needed):
+    for experiment, env, optimizer, tag, seed, protocol in sorted(needed):
         lead = TRAIN_ENV_CURVES[env] if experiment == fidelity_leads.TRAIN_ENV else None
         curve = [r + 10 * seed for r in lead] if lead else None
         # BipedalWalker's committed runs evaluate every 5th round (CPU_EVALUATION); here every 2nd of 4.
         eval_every = 2 if env == "bipedalwalker" else 1
-        write_run(root, experiment, env, tag, seed, curve=curve, protocol=protocol, eval_every=eval_every)
+        write_run(
+            root, experiment, env, tag, seed, curve=curve, protocol=protocol, eval_every=eval_every, optimizer=optimizer
+        )
 
 
 # Per round of every planted run: IIF's drops found planted records at precision 0.5 and recall 0.25, random's at
@@ -769,8 +772,8 @@ def test_two_runs_claiming_the_same_seed_are_an_error(tmp_path):
     shutil.copytree(tmp_path / "runs" / "main", tmp_path / "runs" / "backup" / "main")
     with pytest.raises(
         RunDirError,
-        match=r"several runs share experiment/env/method_tag/protocol/seed "
-        r"main/acrobot/ppo/clean/0 \(.*/backup/main/acrobot/sgd/ppo/seed0, ",
+        match=r"several runs share experiment/env/optimizer/method_tag/protocol/seed "
+        r"main/acrobot/sgd/ppo/clean/0 \(.*/backup/main/acrobot/sgd/ppo/seed0, ",
     ):
         tidy_from_runs(tmp_path / "runs")
 

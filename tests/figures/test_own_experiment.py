@@ -141,7 +141,8 @@ def test_one_envs_runs_made_with_different_settings_are_refused(tmp_path):
     refused(
         tmp_path,
         RunDirError,
-        f"{tmp_path / 'runs'}: several runs share experiment/env/method_tag/protocol/seed mine/acrobot/ppo/clean/0",
+        f"{tmp_path / 'runs'}: several runs share experiment/env/optimizer/method_tag/protocol/seed "
+        "mine/acrobot/sgd/ppo/clean/0",
     )
 
 

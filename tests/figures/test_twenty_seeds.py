@@ -40,11 +40,16 @@ def study_curve(tag: str, seed: int) -> list[float]:
 
 
 def write_study(root, envs=("frozenlake",), seeds: int = SEEDS) -> None:
-    for env in envs:
+    """Every arm's runs of each block in `envs`, where the block's settings put them (its env and optimizer)."""
+    for block in envs:
+        env, optimizer = twenty_seeds.block_source(block)
         for arm in twenty_seeds.ARMS:
             tag = arm.tag_for(env)
             for seed in range(seeds):
-                write_run(root, "twenty_seeds", env, tag, seed, curve=study_curve(tag, seed), config_hash=STACKED_HASH)
+                curve = study_curve(tag, seed)
+                write_run(
+                    root, "twenty_seeds", env, tag, seed, curve=curve, config_hash=STACKED_HASH, optimizer=optimizer
+                )
 
 
 def results_of(root) -> dict[str, tuple[str, str]]:
@@ -251,6 +256,28 @@ def test_an_env_gym_env_is_drawn_under_its_title_with_env_gyms_p(tmp_path):
     assert iif_p("gym-Pendulum-v1") == 50.0 == iif_p("gym")
     tidy = read_tidy_csv(tmp_path / "data" / "twenty_seeds.gym-Pendulum-v1.csv")
     assert {"iif-p50", "random-p50", "consensus-ep-p50"} <= set(tidy["method_tag"])
+
+
+def test_minigrid_under_adam_is_a_block_of_its_own_beside_minigrid_under_sgd(tmp_path):
+    """MiniGrid's Adam runs (the block minigrid-adam) and its SGD runs share an env and run names, told apart by their
+    optimizer: the SGD block is drawn from its 20 seeds alone, the Adam block with 19 is missing, with its command."""
+    write_study(tmp_path / "runs", envs=("minigrid",))
+    write_study(tmp_path / "runs", envs=("minigrid-adam",), seeds=19)
+    assert results_of(tmp_path)[NAME][0] == "partial"
+    missing = (tmp_path / "out" / "MISSING.md").read_text()
+    assert (
+        "- twenty_seeds/minigrid-adam: needs 20 seeds run by every arm, has 19 in common (finished seeds per run "
+        "name: ppo 19, iif-p12.5 19" in missing
+    )
+    assert (
+        "`rlinfluence -m +experiment=twenty_seeds env=minigrid eval.episodes=100 optimizer=adam engine=stacked "
+        "seed='range(20)'`" in missing
+    )
+    tables = sections(tmp_path)
+    assert "MiniGrid, Adam: paired by seed" not in tables
+    assert set(tables["MiniGrid: per arm"]["Seeds"]) == {"20"}
+    tidy = read_tidy_csv(tmp_path / "data" / "twenty_seeds.minigrid.csv")  # the env's CSV holds both blocks
+    assert tidy.groupby("optimizer")["seed"].nunique().to_dict() == {"adam": 19, "sgd": 20}
 
 
 def test_the_decision_rule_rarely_decides_under_no_difference():

@@ -63,6 +63,12 @@ class ArmRuns:
     def command_for(self, env: str) -> str:
         raise NotImplementedError
 
+    def source(self, env: str) -> tuple[str, str | None]:
+        """The runs the output calls `env`: their env (the tidy rows' and run dirs') and optimizer (None: whichever
+        the env's runs used). A subclass whose output names blocks of an env's runs (the twenty-seed study's MiniGrid
+        under Adam beside MiniGrid under SGD) says which."""
+        return env, None
+
     @property
     def command(self) -> str:
         """Every env's command, one after another."""
@@ -77,19 +83,23 @@ class ArmRuns:
         return tuple(dict.fromkeys([self.experiment, *map(self.experiment_of, self.arms)]))
 
     def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
+        """The rows of `env`'s runs (`source`), labelled with their arm and with `env` as their env."""
+        runs_env, optimizer = self.source(env)
+        of_env = tidy[tidy["env"] == runs_env]
+        if optimizer is not None:
+            of_env = of_env[of_env["optimizer"] == optimizer]
         parts, seeds = [], {}
         for arm in self.arms:
-            experiment, tag = self.experiment_of(arm), arm.tag_for(env)
+            experiment, tag = self.experiment_of(arm), arm.tag_for(runs_env)
             for protocol in self.protocols:
-                rows = tidy[
-                    (tidy["experiment"] == experiment)
-                    & (tidy["env"] == env)
-                    & (tidy["protocol"] == protocol)
-                    & (tidy["method_tag"] == tag)
+                rows = of_env[
+                    (of_env["experiment"] == experiment)
+                    & (of_env["protocol"] == protocol)
+                    & (of_env["method_tag"] == tag)
                 ]
                 name = run_name(tag, protocol)
                 seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = set(rows["seed"])
-                parts.append(rows.assign(arm=arm.label))
+                parts.append(rows.assign(arm=arm.label, env=env))
         return pd.concat(parts).sort_index(), seeds, set.intersection(*seeds.values())
 
     def shortfalls(self, data: FigureData) -> dict[str, str]:

@@ -18,6 +18,7 @@ ENV_TITLES = {
     "bipedalwalker": "BipedalWalker",
     "pong": "Pong",
     "doorkey": "DoorKey-5x5",  # beyond the paper: the benchmark of rollout filters
+    "minigrid-adam": "MiniGrid, Adam",  # beyond the paper: the twenty-seed study's MiniGrid under Table 3's Adam
     "gym-Pendulum-v1": "Pendulum",  # beyond the paper: the twenty-seed study's continuous control (env=gym)
 }
 

@@ -49,7 +49,9 @@ ROUND_COLUMNS = [
 # the hardware columns only once one of its rows has a value there (tidy_csv_bytes).
 TIDY_COLUMNS = RUN_COLUMNS + ROUND_COLUMNS + PROVENANCE_COLUMNS + HARDWARE_COLUMNS
 # One run = one curve; a second run with the same key would be ambiguous in every figure.
-RUN_KEY = ["experiment", "env", "method_tag", "protocol", "seed"]
+# One run of the tidy rows (its run dir's parts, the config hash aside): an env's runs under two optimizers are two
+# blocks (the twenty-seed study's MiniGrid under SGD and under Adam share their run names).
+RUN_KEY = ["experiment", "env", "optimizer", "method_tag", "protocol", "seed"]
 COMPARED = ["experiment", "env"]  # the runs one figure compares with each other: every arm and seed of an env
 RUN_DIR = "run_dir"  # a fresh row's run dir: named by the refusals, never written
 SB3_EXPERIMENT = "sb3"  # paper_figures/data/sb3.csv (benchmarks/sb3_iif_study.py)
@@ -155,7 +157,7 @@ def _check_unique_runs(tidy: pd.DataFrame, where: str) -> None:
         if len(which) == 1 and RUN_DIR in runs:
             raise RunDirError(f"{where}: {repeated_rounds(Path(which[0]))}")
         raise RunDirError(
-            f"{where}: several runs share experiment/env/method_tag/protocol/seed "
+            f"{where}: several runs share {'/'.join(RUN_KEY)} "
             f"{'/'.join(map(str, key))} ({', '.join(which)}); a figure draws one run per seed: keep one"
         )
 

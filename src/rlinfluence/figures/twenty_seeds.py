@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rlinfluence import metrics
+from rlinfluence.config.compose import composed, search_path
 from rlinfluence.figures import paper
 from rlinfluence.figures.aggregates import (
     area_per_seed,
@@ -42,16 +43,30 @@ from rlinfluence.figures.formatting import MISSING_CELL, iqm_cell, pm, pm_over_s
 from rlinfluence.figures.quantities import by_arm, curve, efficiency_per_seed, final_return
 from rlinfluence.figures.render import Section, figure_style
 from rlinfluence.figures.requirements import Output
+from rlinfluence.run.rundir import env_folder
 
-STUDY_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey", "gym-Pendulum-v1")
-# An env studied through env=gym (its runs' env is `gym-<id>`) and the settings its runs used, declared before any of
-# them: Pendulum-v1 at rl-zoo's tuned PPO entry (hyperparams/ppo.yml; SB3's defaults for what it leaves out; no gSDE
-# here), 25 rounds x 4 envs x 1,024 steps = rl-zoo's 1e5 steps. docs/results/index.md says where it comes from.
-GYM_SETTINGS = {
+# The study's blocks: an env at its preset (the main comparison's settings), or a block of BLOCK_SETTINGS.
+STUDY_ENVS = ("frozenlake", "acrobot", "minigrid", "lunarlander", "doorkey", "minigrid-adam", "gym-Pendulum-v1")
+# The blocks whose runs are not an env's preset, and the settings their runs used, declared before any of them:
+# - minigrid-adam: MiniGrid under Adam at its preset's env.lr.adam, Table 3's setting (with DoorKey's Adam preset it
+#   separates the env from the optimizer); its runs sit beside MiniGrid's SGD runs, told apart by their optimizer.
+# - gym-Pendulum-v1 (env=gym: its runs' env is `gym-<id>`): rl-zoo's tuned PPO entry (hyperparams/ppo.yml; SB3's
+#   defaults for what it leaves out; no gSDE here), 25 rounds x 4 envs x 1,024 steps = rl-zoo's 1e5 steps.
+# docs/results/index.md says where each comes from.
+BLOCK_SETTINGS = {
+    "minigrid-adam": "env=minigrid eval.episodes=100 optimizer=adam",
     "gym-Pendulum-v1": "env=gym env.id=Pendulum-v1 env.n_envs=4 env.n_steps=1024 env.rounds=25 ppo.gamma=0.9 "
     "ppo.gae_lambda=0.95 ppo.n_epochs=10 ppo.batch_size=64 ppo.ent_coef=0 ppo.clip_range=0.2 ppo.max_grad_norm=0.5 "
     "optimizer=adam env.lr.adam=1e-3 eval.episodes=100",
 }
+
+
+def block_source(block: str) -> tuple[str, str]:
+    """A block's runs: their env (run dir's env folder, the tidy rows' env) and optimizer, as its settings compose."""
+    cfg = composed(search_path(), tuple(BLOCK_SETTINGS.get(block, f"env={block}").split()))
+    return env_folder(cfg), str(cfg.optimizer.name)
+
+
 # The random arms by what they drop: as many records as IIF at the env's p, and as many as 25 % of the round's
 # negative-influence records (filters.py's labels say only "Random" and "Random 25 %").
 RANDOM_AS_IIF = replace(RANDOM, label="Random, as many as IIF")
@@ -73,11 +88,14 @@ class StudyRuns(Runs):
     """The study's runs: `+experiment=twenty_seeds` per env, made by engine=stacked over the overlay's seeds."""
 
     def command_for(self, env: str) -> str:
-        """The overlay's command for `env` (conf/experiment/twenty_seeds.yaml): the env's committed evaluation
-        (control_runs.CPU_EVALUATION) or an env=gym env's settings (GYM_SETTINGS), every seed of an arm packed into
-        one stacked process."""
-        env_command = self._command(f" {GYM_SETTINGS[env]}") if env in GYM_SETTINGS else super().command_for(env)
-        return f"{env_command} engine=stacked seed='range({self.seeds})'"
+        """The overlay's command for the block `env` (conf/experiment/twenty_seeds.yaml): the env's committed
+        evaluation (control_runs.CPU_EVALUATION) or the block's settings (BLOCK_SETTINGS), every seed of an arm
+        packed into one stacked process."""
+        block = self._command(f" {BLOCK_SETTINGS[env]}") if env in BLOCK_SETTINGS else super().command_for(env)
+        return f"{block} engine=stacked seed='range({self.seeds})'"
+
+    def source(self, env: str) -> tuple[str, str]:
+        return block_source(env)
 
     @property
     def command(self) -> str:
