@@ -5,7 +5,8 @@
 
 A committed run (its rows in figures.data_dir's tidy CSVs) is named by the path its run dir had below
 runs_root: <experiment>/<env>/<optimizer>/<method_tag>[-<protocol>][-<config_hash>]/seed<k>. Its
-settings are those of the experiment overlay's sweep job (conf/experiment/) whose run dir that is. The
+settings are those of the experiment overlay's sweep job (conf/experiment/) whose run dir that is (or, for a run
+made by a command line of its own, the presets its path names), with those its config hash stands for. The
 replay trains that job's config into a temporary runs_root up to round replay.rounds (logger off) and
 compares env_steps, n_records, n_kept and test_return round by round: bit for bit, or for rows committed
 before the tidy CSVs kept full precision (no code_commit), at the 10 significant digits they were
@@ -119,9 +120,15 @@ def run_path(run: pd.Series) -> str:
     return f"{run.experiment}/{run.env}/{run.optimizer}/{'-'.join(leaf)}/seed{run.seed}"
 
 
+def is_ours(tidy: pd.DataFrame) -> pd.Series:
+    """The rows of runs this code made: of neither another's protocol nor its experiment (SB3's runs without
+    gradient clipping have a protocol of their own, `sb3-noclip`)."""
+    return ~(tidy["protocol"].isin(NOT_OURS) | tidy["experiment"].isin(NOT_OURS))
+
+
 def committed_runs(tidy: pd.DataFrame) -> pd.DataFrame:
     """Our committed runs, one row each (their first), with their `path`."""
-    runs = tidy[~tidy["protocol"].isin(NOT_OURS)].drop_duplicates(RUN_KEY)
+    runs = tidy[is_ours(tidy)].drop_duplicates(RUN_KEY)
     return runs.assign(path=[run_path(run) for _, run in runs.iterrows()])  # (apply gives no column when empty)
 
 
@@ -147,17 +154,20 @@ def folder_presets(run: pd.Series) -> list[str]:
 
 
 def candidate_jobs(run: pd.Series) -> list[list[str]]:
-    """The overlay jobs that may have made `run`: its env's and seed's (others are not composed, ~0.1 s a job), with
-    its folder's presets in place of the overlay's own choice of them (an env=gym run's in place of the overlay's env
-    sweep), each job once."""
+    """The jobs that may have made `run`, each once: the overlay jobs of its env and seed (others are not composed,
+    ~0.1 s a job), with its folder's presets in place of the overlay's own choice of them (an env=gym run's in place
+    of the overlay's env sweep); then, for a run made by a command line of its own (no overlay: the engine
+    equivalence study's `experiment_name=` runs), the presets its folder and tidy row name."""
     presets = folder_presets(run)
     chosen = tuple(f"{preset.partition('=')[0]}=" for preset in presets)
     jobs = [
         [job[0], *presets, *(o for o in job[1:] if not o.startswith(chosen))] for job in overlay_jobs(run.experiment)
     ]
     own = {f"env={run.env}", f"seed={run.seed}", *presets}
-    kept = (job for job in jobs if all(o in own for o in job if o.startswith(("env=", "seed="))))
-    return [list(job) for job in dict.fromkeys(map(tuple, kept))]
+    kept = [job for job in jobs if all(o in own for o in job if o.startswith(("env=", "seed=")))]
+    env = [] if rundir.any_env_id(run.env) is not None else [f"env={run.env}"]
+    own_command = [*env, *presets, f"method={run.method}", f"seed={run.seed}", f"experiment_name={run.experiment}"]
+    return [list(job) for job in dict.fromkeys(map(tuple, [*kept, own_command]))]
 
 
 def overrides_of(run: pd.Series, settings: dict[str, dict[str, Any]]) -> list[str]:
@@ -169,8 +179,8 @@ def overrides_of(run: pd.Series, settings: dict[str, dict[str, Any]]) -> list[st
         if f"{cfg.experiment_name}/{rundir.relative_run_dir(cfg).as_posix()}" == run.path:
             return [*job, *recorded]
     raise ConfigError(
-        f"replay.run: no experiment overlay (conf/experiment/) with the settings of config_hash "
-        f"{run.config_hash} makes the committed run {run.path}; its settings cannot be recovered"
+        f"replay.run: neither an experiment overlay (conf/experiment/) nor its own presets, with the settings of "
+        f"config_hash {run.config_hash}, make the committed run {run.path}; its settings cannot be recovered"
     )
 
 

@@ -87,7 +87,7 @@ def test_a_refresh_from_runs_with_other_settings_is_refused_and_writes_nothing(p
     line = cli_refusal(result)
     run_dir = probe_runs / "main" / "frozenlake" / "sgd"
     assert line.startswith(f"rlinfluence: {run_dir}/iif-p50-")
-    assert "/seed0 would replace main/frozenlake/iif-p50/clean/0" in line
+    assert "/seed0 would replace main/frozenlake/sgd/iif-p50/clean/0" in line
     assert "made with env.rounds=50, this has env.rounds=2 (2 setting(s) differ)" in line
     assert "figures.replace=[main/frozenlake]" in line
     assert fingerprint(COMMITTED) == before and not list(tmp_path.iterdir())

@@ -3,6 +3,7 @@ and library versions that made it (run/provenance.py)."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import shutil
@@ -16,7 +17,15 @@ from rlinfluence.cli import run_task
 from rlinfluence.config.compose import composing
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.committed import load_settings
-from rlinfluence.figures.runs import TIDY_COLUMNS, load_tidy, read_tidy_csv, sort_tidy, tidy_csv_bytes, tidy_from_runs
+from rlinfluence.figures.runs import (
+    ONE_CSV_PER_ENV,
+    TIDY_COLUMNS,
+    load_tidy,
+    read_tidy_csv,
+    sort_tidy,
+    tidy_csv_bytes,
+    tidy_from_runs,
+)
 from rlinfluence.kernels import cpu_model, hardware_class, kernels_in_force
 from rlinfluence.replay import NOT_OURS, ONE_RUN_ROUND_LAST, committed_runs, overrides_of, replay_runs, retired_engine
 from rlinfluence.run.identity import write_identity
@@ -33,6 +42,8 @@ FAMILIES = {
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
     "minigrid": "twenty_seeds/minigrid/sgd/iif-p12.5-12fcbe/seed3",
     "continuous (env=gym)": "twenty_seeds/gym-Pendulum-v1/adam/iif-p50-bb5a63/seed0",
+    # made by a command line of its own (experiment_name=engine_equivalence, no overlay): its path's presets
+    "no overlay": "engine_equivalence/frozenlake/sgd/iif-p50-4739bc/seed9",
 }
 # A run engine=default made with its one-run round (replay.ONE_RUN_ROUND_LAST), whose round 2 differs from the one
 # engine's on the pinned kernels.
@@ -43,6 +54,15 @@ RETIRED = "main/acrobot/sgd/iif-p50-paper-92a12d/seed1"
 def test_a_committed_run_replays_bit_for_bit(run):
     [result] = replay_runs(compose_config(["task=replay", f"replay.run={run}", "replay.rounds=2"]))
     assert (result.run, result.rounds, result.difference) == (run, 2, None)
+
+
+def test_runs_another_code_made_are_not_replayed():
+    """The authors' runs and SB3's, under each of SB3's protocols (with and without gradient clipping)."""
+    tidy = load_tidy(DATA)
+    assert {"sb3", "sb3-noclip"} <= set(tidy.loc[tidy["experiment"] == "sb3", "protocol"])
+    runs = committed_runs(tidy)
+    assert set(runs["experiment"]).isdisjoint({"authors", "authors_eval_noise", "sb3"})
+    assert {"main", "twenty_seeds", "engine_equivalence"} <= set(runs["experiment"])
 
 
 def test_a_run_of_the_retired_engine_names_the_commit_to_replay_it_at_and_passes(capsys):
@@ -149,11 +169,31 @@ def test_every_committed_run_is_still_the_run_its_overlay_makes():
     assert made == list(runs["path"])
 
 
+def replayed_pattern(csv_name: str) -> str:
+    """The runs a committed tidy CSV holds, as replay.run names them: `<experiment>/*`, or for an experiment
+    committed one CSV per env (runs.ONE_CSV_PER_ENV), `<experiment>/<env>/*`."""
+    stem = csv_name.removesuffix(".csv")
+    experiment, _, env = stem.partition(".")
+    return f"{experiment}/{env}/*" if experiment in ONE_CSV_PER_ENV else f"{stem}/*"
+
+
+# The committed CSVs of our runs (another code's are named after it: authors*.csv, sb3.csv).
+OUR_CSVS = sorted(path.name for path in DATA.glob("*.csv") if not path.stem.startswith(NOT_OURS))
+
+
+def test_each_of_our_committed_csvs_names_the_runs_it_holds():
+    """The long test below replays each CSV's runs by its pattern: every run of the CSV, none of another."""
+    paths = committed_runs(load_tidy(DATA))["path"].tolist()
+    for name in OUR_CSVS:
+        pattern = replayed_pattern(name)
+        held = sorted(committed_runs(read_tidy_csv(DATA / name))["path"])
+        assert held and sorted(path for path in paths if fnmatch.fnmatchcase(path, pattern)) == held, name
+
+
 @pytest.mark.long
-@pytest.mark.parametrize("data", sorted(path.name for path in DATA.glob("*.csv") if path.stem not in NOT_OURS))
+@pytest.mark.parametrize("data", OUR_CSVS)
 def test_every_committed_run_replays(data):
-    experiment = data.removesuffix(".csv")
-    results = replay_runs(compose_config(["task=replay", f"replay.run={experiment}/*", "replay.rounds=2"]))
+    results = replay_runs(compose_config(["task=replay", f"replay.run={replayed_pattern(data)}", "replay.rounds=2"]))
     # the retired engine's runs may differ from some round on (replay.retired_engine): each says so and passes
     assert [r.run for r in results if r.difference is not None and r.made_by is None] == []
 
