@@ -41,6 +41,7 @@ FAMILIES = {
     "toy-text": "twenty_seeds/frozenlake/sgd/iif-p50-4739bc/seed0",
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
     "minigrid": "twenty_seeds/minigrid/sgd/iif-p12.5-12fcbe/seed3",
+    "minigrid, Adam (optimizer=adam on the command line)": "twenty_seeds/minigrid/adam/iif-p12.5-12fcbe/seed3",
     "continuous (env=gym)": "twenty_seeds/gym-Pendulum-v1/adam/iif-p50-bb5a63/seed0",
     # made by a command line of its own (experiment_name=engine_equivalence, no overlay): its path's presets
     "no overlay": "engine_equivalence/frozenlake/sgd/iif-p50-4739bc/seed9",
