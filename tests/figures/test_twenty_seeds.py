@@ -13,10 +13,13 @@ import pytest
 from scipy import stats
 
 from rlinfluence import metrics
+from rlinfluence.config.compose import composed, search_path
 from rlinfluence.figures import twenty_seeds
-from rlinfluence.figures.arms import iif_p
+from rlinfluence.figures.arms import ADAM_ARMS, IIF, STANDARD, iif_p
+from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.regenerate import regenerate
 from rlinfluence.figures.runs import read_tidy_csv
+from rlinfluence.run.rundir import method_tag
 from test_figures import write_run
 
 SEEDS = 20
@@ -39,11 +42,11 @@ def study_curve(tag: str, seed: int) -> list[float]:
     return list(BASE + 0.1 * seed + np.r_[0.0, np.full(BASE.size - 1, gain)])
 
 
-def write_study(root, envs=("frozenlake",), seeds: int = SEEDS) -> None:
-    """Every arm's runs of each block in `envs`, where the block's settings put them (its env and optimizer)."""
+def write_study(root, envs=("frozenlake",), seeds: int = SEEDS, arms=twenty_seeds.ARMS) -> None:
+    """`arms`' runs of each block in `envs`, where the block's settings put them (its env and optimizer)."""
     for block in envs:
         env, optimizer = twenty_seeds.block_source(block)
-        for arm in twenty_seeds.ARMS:
+        for arm in arms:
             tag = arm.tag_for(env)
             for seed in range(seeds):
                 curve = study_curve(tag, seed)
@@ -245,6 +248,33 @@ def test_without_every_seed_of_every_arm_the_env_is_missing(tmp_path):
     write_study(tmp_path / "runs", seeds=19)
     status, why = results_of(tmp_path)[NAME]
     assert status == "missing" and "twenty_seeds/frozenlake: needs 20 seeds run by every arm, has 19 in common" in why
+
+
+def test_an_env_with_some_arms_done_lists_the_command_for_the_other_arms_alone(tmp_path):
+    """Two arms' rows committed, the others' run dirs lost with a machine: the command remakes the five arms left,
+    the overlay's sweep values in its order, and neither arm that is done."""
+    write_study(tmp_path / "runs", arms=(STANDARD, IIF))
+    status, why = results_of(tmp_path)[NAME]
+    assert status == "missing"
+    assert "(finished seeds per run name: ppo 20, iif-p50 20, random-p50 0, random-p25 0, consensus-p50 0," in why
+    assert (
+        "`rlinfluence -m +experiment=twenty_seeds env=frozenlake engine=stacked seed='range(20)' "
+        "method='{name:random},{name:random,p:25},{name:consensus},{name:iif,granularity:episode},"
+        "{name:consensus,granularity:episode}'`" in why
+    )
+
+
+def test_the_narrowed_command_names_each_arms_own_method_and_only_an_overlays_own_arms():
+    """Each method value of the narrowed sweep composes to its arm's runs; an output whose arms come from two
+    overlays keeps the whole command (its parts are one overlay each)."""
+    study = twenty_seeds.STUDY_RUNS
+    for arm in twenty_seeds.ARMS:
+        command = study.command_for_arms("acrobot", (arm,))
+        value = command.split(" method=")[1].strip("'")
+        overrides = ("+experiment=twenty_seeds", "env=acrobot", f"method={value}")
+        assert method_tag(composed(search_path(), overrides).method) == arm.tag_for("acrobot")
+    adam = Runs("adam_preconditioner", ADAM_ARMS)
+    assert adam.command_for_arms("minigrid", ADAM_ARMS[:1]) == adam.command_for("minigrid")
 
 
 def test_an_env_gym_env_is_drawn_under_its_title_with_env_gyms_p(tmp_path):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from rlinfluence.figures.arms import Arm
-from rlinfluence.figures.overlays import Overlay, overlay
+from rlinfluence.figures.overlays import Overlay, method_values, overlay
 from rlinfluence.figures.requirements import FigureData, RestrictableByEnvs
 from rlinfluence.run.identity import CLEAN
 
@@ -63,6 +63,10 @@ class ArmRuns:
     def command_for(self, env: str) -> str:
         raise NotImplementedError
 
+    def command_for_arms(self, env: str, arms: tuple[Arm, ...]) -> str:
+        """The command that makes `arms`' runs of `env`: the env's whole command, where a subclass cannot narrow it."""
+        return self.command_for(env)
+
     def source(self, env: str) -> tuple[str, str | None]:
         """The runs the output calls `env`: their env (the tidy rows' and run dirs') and optimizer (None: whichever
         the env's runs used). A subclass whose output names blocks of an env's runs (the twenty-seed study's MiniGrid
@@ -82,8 +86,9 @@ class ArmRuns:
         """The output's experiment, then those of arms shared from other experiments."""
         return tuple(dict.fromkeys([self.experiment, *map(self.experiment_of, self.arms)]))
 
-    def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, set], set]:
-        """The rows of `env`'s runs (`source`), labelled with their arm and with `env` as their env."""
+    def _env_runs(self, tidy: pd.DataFrame, env: str) -> tuple[pd.DataFrame, dict[str, tuple[Arm, set]], set]:
+        """The rows of `env`'s runs (`source`), labelled with their arm and with `env` as their env; each run name's
+        arm and finished seeds; the seeds every run has."""
         runs_env, optimizer = self.source(env)
         of_env = tidy[tidy["env"] == runs_env]
         if optimizer is not None:
@@ -98,20 +103,21 @@ class ArmRuns:
                     & (of_env["method_tag"] == tag)
                 ]
                 name = run_name(tag, protocol)
-                seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = set(rows["seed"])
+                seeds[name if experiment == self.experiment else f"{experiment}/{name}"] = (arm, set(rows["seed"]))
                 parts.append(rows.assign(arm=arm.label, env=env))
-        return pd.concat(parts).sort_index(), seeds, set.intersection(*seeds.values())
+        return pd.concat(parts).sort_index(), seeds, set.intersection(*(s for _, s in seeds.values()))
 
     def shortfalls(self, data: FigureData) -> dict[str, str]:
         lines = {}
         for env in self.envs:
             _, seeds, common = self._env_runs(data.tidy, env)
             if len(common) < self.seeds:
-                have = ", ".join(f"{run} {len(s)}" for run, s in seeds.items())
+                have = ", ".join(f"{run} {len(s)}" for run, (_, s) in seeds.items())
+                short = tuple(dict.fromkeys(arm for arm, s in seeds.values() if len(s) < self.seeds))
                 lines[env] = (
                     f"{self.experiment}/{env}: needs {self.seeds} seeds run by every arm, "
                     f"has {len(common)} in common (finished seeds per run name: {have}); "
-                    f"`{self.command_for(env)}`"
+                    f"`{self.command_for_arms(env, short or self.arms)}`"
                 )
         return lines
 
@@ -120,7 +126,7 @@ class ArmRuns:
         counts = {}
         for env in self.envs:
             _, seeds, _ = self._env_runs(data.tidy, env)
-            counts[env] = (sum(min(len(s), self.seeds) for s in seeds.values()), self.seeds * len(seeds))
+            counts[env] = (sum(min(len(s), self.seeds) for _, s in seeds.values()), self.seeds * len(seeds))
         return counts
 
     def select(self, data: FigureData) -> pd.DataFrame:
@@ -181,6 +187,16 @@ class Runs(ArmRuns, RestrictableByEnvs):
         with the paper's episodes would sit beside them under the same run key)."""
         evaluation = f" {CPU_EVALUATION[env]}" if env in CPU_EVALUATION else ""
         return self._command(f" env={env}{evaluation}")
+
+    def command_for_arms(self, env: str, arms: tuple[Arm, ...]) -> str:
+        """The env's command with the overlay's method sweep narrowed to `arms`' values, when they are fewer than it
+        sweeps: a sitting whose run dirs are gone remakes only the arms without committed rows. The whole command
+        where an arm is another overlay's or its method is not a value the overlay sweeps."""
+        values = method_values(self.overlay)
+        tags = {arm.tag_for(self.launched.envs[0]) for arm in arms}
+        if self.overlays != (self.overlay,) or not tags <= values.keys() or len(tags) == len(values):
+            return self.command_for(env)
+        return f"{self.command_for(env)} method='{','.join(v for tag, v in values.items() if tag in tags)}'"
 
     def _command(self, overrides: str) -> str:
         return " && ".join(f"rlinfluence -m +experiment={name}{overrides}" for name in self.overlays)

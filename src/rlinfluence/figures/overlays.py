@@ -13,9 +13,9 @@ from typing import cast
 from hydra import compose
 from omegaconf import OmegaConf
 
-from rlinfluence.config.compose import composing
+from rlinfluence.config.compose import composed, composing, search_path
 from rlinfluence.launch.manifest import expand_sweep
-from rlinfluence.run.rundir import protocol_tag
+from rlinfluence.run.rundir import method_tag, protocol_tag
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,15 @@ def overlay(name: str) -> Overlay:
 def overlay_names() -> list[str]:
     with composing() as hydra:
         return hydra.config_loader().get_group_options("experiment")
+
+
+@functools.cache
+def method_values(name: str) -> dict[str, str]:
+    """The method values overlay `name` sweeps, by the method tag each gives its runs in the overlay's first env
+    (an Arm's `tag_for` that env), in the sweep's order; none when it does not sweep the method."""
+    launched = overlay(name)
+    first_env = (f"env={launched.envs[0]}",)
+    return {
+        method_tag(composed(search_path(), (f"+experiment={name}", *first_env, f"method={value}")).method): value
+        for value in launched.swept("method")
+    }
