@@ -606,8 +606,10 @@ def test_a_figure_is_never_drawn_from_part_of_its_runs(made):
     assert list(shortfalls) == ["highway"]
     assert "main/highway" in shortfalls["highway"]
     assert "has 4 in common" in shortfalls["highway"] and "random-p50 4" in shortfalls["highway"]
-    # The line names the command that makes the missing runs the way the committed ones were made.
-    assert shortfalls["highway"].endswith("`rlinfluence -m +experiment=main env=highway eval.episodes=50`")
+    # The line names the command that makes the missing arm's runs alone, the way the committed ones were made.
+    assert shortfalls["highway"].endswith(
+        "`rlinfluence -m +experiment=main env=highway eval.episodes=50 method='random'`"
+    )
     assert fig6a.runs.command_for("frozenlake") == "rlinfluence -m +experiment=main env=frozenlake"
 
 
