@@ -37,12 +37,17 @@ DATA = REPO_ROOT / "paper_figures" / "data"
 # Committed runs of the control engine (each a seed trained among others, engine=stacked), one per env family,
 # replayed alone for two rounds by the default suite; `pytest -m long` replays the first rounds of every committed
 # run.
+PENDULUM = "twenty_seeds/gym-Pendulum-v1/adam/iif-p50-bb5a63/seed0"
+# Made on an AMD EPYC (family 25, model 1). On an Intel Xeon (family 6, model 207) under the same pinned kernels its
+# round 1 differs in the 7th digit (test_return -1569.14057 committed, -1569.14032 replayed): continuous actions are
+# not yet bit-identical across CPU vendors (issue 64's closing note, eleventh sitting), the discrete families are.
+PENDULUM_CPU = "AMD EPYC (family 25, model 1)"
 FAMILIES = {
     "toy-text": "twenty_seeds/frozenlake/sgd/iif-p50-4739bc/seed0",
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
     "minigrid": "twenty_seeds/minigrid/sgd/iif-p12.5-12fcbe/seed3",
     "minigrid, Adam (optimizer=adam on the command line)": "twenty_seeds/minigrid/adam/iif-p12.5-12fcbe/seed3",
-    "continuous (env=gym)": "twenty_seeds/gym-Pendulum-v1/adam/iif-p50-bb5a63/seed0",
+    "continuous (env=gym)": PENDULUM,
     # made by a command line of its own (experiment_name=engine_equivalence, no overlay): its path's presets
     "no overlay": "engine_equivalence/frozenlake/sgd/iif-p50-4739bc/seed9",
 }
@@ -53,6 +58,8 @@ RETIRED = "main/acrobot/sgd/iif-p50-paper-92a12d/seed1"
 
 @pytest.mark.parametrize("run", FAMILIES.values(), ids=FAMILIES.keys())
 def test_a_committed_run_replays_bit_for_bit(run):
+    if run == PENDULUM and cpu_model() != PENDULUM_CPU:
+        pytest.skip(f"Pendulum's committed rows replay bit for bit on {PENDULUM_CPU} only; this CPU is {cpu_model()}")
     [result] = replay_runs(compose_config(["task=replay", f"replay.run={run}", "replay.rounds=2"]))
     assert (result.run, result.rounds, result.difference) == (run, 2, None)
 
