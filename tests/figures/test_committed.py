@@ -25,7 +25,15 @@ from rlinfluence.figures.committed import SETTINGS, load_settings
 from rlinfluence.figures.gather import read_identity
 from rlinfluence.figures.regenerate import refresh_from_runs, regenerate
 from rlinfluence.figures.requirements import FigureData
-from rlinfluence.figures.runs import RUN_KEY, read_tidy_csv, tidy_csv_writes
+from rlinfluence.figures.runs import (
+    RUN_KEY,
+    load_tidy,
+    read_experiment,
+    read_tidy_csv,
+    sort_tidy,
+    tidy_csv_bytes,
+    tidy_csv_writes,
+)
 from rlinfluence.run.provenance import HARDWARE_COLUMNS, PROVENANCE_COLUMNS
 
 COMMITTED = REPO_ROOT / "paper_figures"
@@ -233,6 +241,27 @@ def test_a_refresh_that_replaces_one_run_rewrites_only_that_runs_lines(tmp_path)
     assert all(
         written[i].endswith(",0000000000000000000000000000000000000000,False,torch==2.13.0+cpu") for i in changed
     )
+
+
+def test_a_refresh_moves_a_study_csv_named_the_earlier_way_into_one_csv_per_arm(tmp_path):
+    """The twenty-seed study's rows were once one CSV per env (twenty_seeds.frozenlake.csv). The next refresh of the
+    study writes them back one CSV per env and arm and removes the old file: every row read back is the row that
+    was committed, but for the rerun's own."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(COMMITTED / "data" / SETTINGS, data)
+    committed = read_experiment(COMMITTED / "data", "twenty_seeds")
+    frozenlake = sort_tidy(committed[committed["env"] == "frozenlake"])
+    (data / "twenty_seeds.frozenlake.csv").write_bytes(tidy_csv_bytes(frozenlake))
+    run = frozenlake[(frozenlake[RUN_KEY] == frozenlake[RUN_KEY].iloc[0]).all(axis=1)]
+    rerun = run.assign(time_update=run["time_update"] * 2, run_dir=str(tmp_path / "rerun"))
+    written = tidy_csv_writes(rerun, tmp_path, data, set()).write()
+    arms = sorted(frozenlake["method_tag"].unique())
+    assert sorted(path.name for path in written) == [f"twenty_seeds.frozenlake.{arm}.csv" for arm in arms]
+    assert sorted(path.name for path in data.glob("*.csv")) == sorted(path.name for path in written)
+    expected = frozenlake.copy()
+    expected.loc[run.index, "time_update"] = rerun["time_update"]
+    pd.testing.assert_frame_equal(load_tidy(data), expected)
 
 
 def test_the_first_run_that_records_its_hardware_adds_the_columns_and_leaves_every_other_value(tmp_path):

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from rlinfluence.config.paths import CONFIG_DIR, REPO_ROOT
+from rlinfluence.figures.runs import read_experiment
 from rlinfluence.metrics import probability_of_improvement_ci
 
 DATA = REPO_ROOT / "paper_figures" / "data"
@@ -44,6 +45,12 @@ def _overlay_seeds(experiment: str) -> list[int]:
     sweep = str(overlay.hydra.sweeper.params.seed)
     ranged = re.fullmatch(r"range\((\d+),\s*(\d+)\)", sweep)
     return list(range(int(ranged[1]), int(ranged[2]))) if ranged else [int(seed) for seed in sweep.split(",")]
+
+
+def _study_rows(env: str) -> pd.DataFrame:
+    """The twenty-seed study's committed rows of `env` (from its arms' CSVs)."""
+    rows = read_experiment(DATA, "twenty_seeds")
+    return rows[rows["env"] == env]
 
 
 def _find(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
@@ -226,8 +233,8 @@ def test_the_docs_home_page_starts_with_the_readmes_command():
 def test_the_twenty_seed_section_counts_frozenlakes_seeds_from_the_committed_rows():
     section = " ".join(GLANCE.split("## Which filter? Twenty seeds")[1].split())
     ahead, seeds = map(int, _find(r"\((\d+) of (\d+) seeds ahead of standard PPO\)", section).groups())
-    rows = pd.read_csv(DATA / "twenty_seeds.frozenlake.csv")
-    area = rows[(rows["env"] == "frozenlake") & (rows["round"] >= 1)].groupby(["method_tag", "seed"])["test_return"]
+    rows = _study_rows("frozenlake")
+    area = rows[rows["round"] >= 1].groupby(["method_tag", "seed"])["test_return"]
     per_seed = area.mean().unstack(0)
     for arm in ("iif-p50", "consensus-p50"):  # "consensus does the same"
         difference = per_seed[arm] - per_seed["ppo"]
@@ -398,7 +405,7 @@ def test_the_twenty_seed_sections_pendulum_numbers_are_the_committed_ones():
     )
     assert claim.replace("-", "−") in TWENTY_SEEDS
     assert {_share(pendulum, m, "Standard PPO") for m in ("IIF", "Consensus")} == {"0.00"}
-    rows = pd.read_csv(DATA / "twenty_seeds.gym-Pendulum-v1.csv")
+    rows = _study_rows("gym-Pendulum-v1")
     median = _final(rows, "ppo").median()
     assert (
         f"standard PPO's 20 seeds all learn (median final test return {median:.1f})".replace("-", "−") in TWENTY_SEEDS
@@ -415,7 +422,7 @@ def test_the_twenty_seed_sections_minigrid_under_adam_numbers_are_the_committed_
     assert {verdict for key in adam for verdict in _verdicts(adam, *key)} == {TIE}  # "every filter ties … IIF ties"
     failed = {arm: int(cell.split(" / ")[0]) for arm, cell in _failed("MiniGrid, Adam").items()}
     standard = failed.pop("Standard PPO")
-    rows = pd.read_csv(DATA / "twenty_seeds.minigrid.csv")
+    rows = _study_rows("minigrid")
     curves = [
         run.sort_values("round")["test_return"].to_numpy()
         for _, run in rows[(rows["optimizer"] == "adam") & (rows["method_tag"] == "ppo")].groupby("seed")

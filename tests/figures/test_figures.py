@@ -336,8 +336,14 @@ def test_tidy_csvs_hold_one_row_per_run_and_round(made):
         "main.csv",
         "p_ablation.csv",
         "sb3.csv",
-        # one per env (runs.ONE_CSV_PER_ENV): MiniGrid's holds both its blocks (SGD and Adam)
-        *sorted({f"twenty_seeds.{twenty_seeds.block_source(block)[0]}.csv" for block in twenty_seeds.STUDY_ENVS}),
+        # one per env and arm (runs.ONE_CSV_PER_ARM): MiniGrid's hold both its blocks (SGD and Adam)
+        *sorted(
+            {
+                f"twenty_seeds.{env}.{arm.tag_for(env)}.csv"
+                for env, _ in map(twenty_seeds.block_source, twenty_seeds.STUDY_ENVS)
+                for arm in twenty_seeds.ARMS
+            }
+        ),
     ]
     main = pd.read_csv(data_dir / "main.csv")
     # These runs recorded no hardware (their summary.json has no provenance): a CSV has no column for it.

@@ -18,7 +18,7 @@ from rlinfluence.figures import twenty_seeds
 from rlinfluence.figures.arms import ADAM_ARMS, IIF, STANDARD, iif_p
 from rlinfluence.figures.control_runs import Runs
 from rlinfluence.figures.regenerate import regenerate
-from rlinfluence.figures.runs import read_tidy_csv
+from rlinfluence.figures.runs import read_experiment
 from rlinfluence.run.rundir import method_tag
 from test_figures import write_run
 
@@ -186,7 +186,11 @@ def test_an_env_is_drawn_once_every_arm_has_its_seeds_the_others_are_listed_with
         "Environments: frozenlake. Runs: `rlinfluence -m +experiment=twenty_seeds env=frozenlake engine=stacked "
         in index
     )
-    tidy = read_tidy_csv(root / "data" / "twenty_seeds.frozenlake.csv")  # one CSV per env
+    data = root / "data"
+    assert sorted(p.name for p in data.glob("twenty_seeds.*")) == sorted(  # one CSV per env and arm
+        f"twenty_seeds.frozenlake.{arm.tag_for('frozenlake')}.csv" for arm in twenty_seeds.ARMS
+    )
+    tidy = read_experiment(data, "twenty_seeds")
     assert tidy.groupby("method_tag")["seed"].nunique().to_dict() == {
         arm.tag_for("frozenlake"): 20 for arm in twenty_seeds.ARMS
     }
@@ -284,7 +288,8 @@ def test_an_env_gym_env_is_drawn_under_its_title_with_env_gyms_p(tmp_path):
     iif = sections(tmp_path)["Pendulum: paired by seed"].set_index(["Method", "Against"]).loc["IIF", "Standard PPO"]
     assert (iif["Seeds"], iif["Typical seed"]) == ("20", "decided: better")
     assert iif_p("gym-Pendulum-v1") == 50.0 == iif_p("gym")
-    tidy = read_tidy_csv(tmp_path / "data" / "twenty_seeds.gym-Pendulum-v1.csv")
+    tidy = read_experiment(tmp_path / "data", "twenty_seeds")
+    assert set(tidy["env"]) == {"gym-Pendulum-v1"}
     assert {"iif-p50", "random-p50", "consensus-ep-p50"} <= set(tidy["method_tag"])
 
 
@@ -306,7 +311,8 @@ def test_minigrid_under_adam_is_a_block_of_its_own_beside_minigrid_under_sgd(tmp
     tables = sections(tmp_path)
     assert "MiniGrid, Adam: paired by seed" not in tables
     assert set(tables["MiniGrid: per arm"]["Seeds"]) == {"20"}
-    tidy = read_tidy_csv(tmp_path / "data" / "twenty_seeds.minigrid.csv")  # the env's CSV holds both blocks
+    tidy = read_experiment(tmp_path / "data", "twenty_seeds")  # an arm's CSV holds both blocks
+    assert (tmp_path / "data" / "twenty_seeds.minigrid.ppo.csv").exists()
     assert tidy.groupby("optimizer")["seed"].nunique().to_dict() == {"adam": 19, "sgd": 20}
 
 

@@ -18,7 +18,7 @@ from rlinfluence.config.compose import composing
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.committed import load_settings
 from rlinfluence.figures.runs import (
-    ONE_CSV_PER_ENV,
+    ONE_CSV_PER_ARM,
     TIDY_COLUMNS,
     load_tidy,
     read_tidy_csv,
@@ -108,11 +108,11 @@ def replay_of_a_moved_round(tmp_path, made_on: dict[str, str]):
     """The config of a replay of FrozenLake's standard PPO seed 0 (the twenty-seed study's, made by the one engine)
     whose committed round 1 was moved, as by a change of code, and whose rows were made on `made_on` (their hardware
     columns; {} for none recorded)."""
-    tidy = read_tidy_csv(DATA / "twenty_seeds.frozenlake.csv")
+    tidy = read_tidy_csv(DATA / "twenty_seeds.frozenlake.ppo.csv")
     run = tidy[(tidy["method_tag"] == "ppo") & (tidy["seed"] == 0)].copy()
     run.loc[run["round"] == 1, "test_return"] += 0.001  # as if a change to the code had moved round 1
     hardware = made_on or dict.fromkeys(HARDWARE_COLUMNS)  # none recorded: the columns empty
-    (tmp_path / "twenty_seeds.frozenlake.csv").write_bytes(tidy_csv_bytes(sort_tidy(run.assign(**hardware))))
+    (tmp_path / "twenty_seeds.frozenlake.ppo.csv").write_bytes(tidy_csv_bytes(sort_tidy(run.assign(**hardware))))
     shutil.copy(DATA / "settings.json", tmp_path)
     replayed = "replay.run=twenty_seeds/frozenlake/sgd/ppo-4739bc/seed0"
     return compose_config(["task=replay", replayed, "replay.rounds=2", f"figures.data_dir={tmp_path}"])
@@ -179,10 +179,12 @@ def test_every_committed_run_is_still_the_run_its_overlay_makes():
 
 def replayed_pattern(csv_name: str) -> str:
     """The runs a committed tidy CSV holds, as replay.run names them: `<experiment>/*`, or for an experiment
-    committed one CSV per env (runs.ONE_CSV_PER_ENV), `<experiment>/<env>/*`."""
+    committed one CSV per env and arm (runs.ONE_CSV_PER_ARM), `<experiment>/<env>/*/<method_tag>-*` (the run's
+    name goes on with its config hash)."""
     stem = csv_name.removesuffix(".csv")
-    experiment, _, env = stem.partition(".")
-    return f"{experiment}/{env}/*" if experiment in ONE_CSV_PER_ENV else f"{stem}/*"
+    experiment, _, env_and_arm = stem.partition(".")
+    env, _, arm = env_and_arm.partition(".")
+    return f"{experiment}/{env}/*/{arm}-*" if experiment in ONE_CSV_PER_ARM else f"{stem}/*"
 
 
 # The committed CSVs of our runs (another code's are named after it: authors*.csv, sb3.csv).

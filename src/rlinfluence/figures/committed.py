@@ -85,14 +85,19 @@ class Refresh:
     files: dict[Path, bytes] = field(default_factory=dict)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # config_hash → non-default settings
     replaced: list[str] = field(default_factory=list)  # one line per committed group replaced (figures.replace)
+    # Committed files whose rows now live in others (runs.tidy_csv_writes: a CSV's naming changed)
+    removed: list[Path] = field(default_factory=list)
 
     def merge(self, other: Refresh) -> None:
         self.files |= other.files
         self.settings |= other.settings
         self.replaced += other.replaced
+        self.removed += other.removed
 
     def write(self) -> list[Path]:
-        """settings.json (with the new hashes) and every file, each atomically; returns the files."""
+        """settings.json (with the new hashes) and every file, each atomically, then the files whose rows moved
+        into them are removed (a refresh cut off in between leaves rows twice, which load_tidy refuses, never
+        none); returns the files written."""
         known = load_settings(self.data_dir)
         for digest, of_digest in self.settings.items():
             if known.get(digest, of_digest) != of_digest:
@@ -103,6 +108,8 @@ class Refresh:
         for path, content in self.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_bytes(path, content)
+        for path in self.removed:
+            path.unlink()
         if known | self.settings != known:
             write_json(self.data_dir / SETTINGS, dict(sorted((known | self.settings).items())))
         for line in self.replaced:

@@ -58,14 +58,21 @@ SB3_EXPERIMENT = "sb3"  # paper_figures/data/sb3.csv (benchmarks/sb3_iif_study.p
 # Experiments whose protocols are declared variants with settings of their own (stock SB3 with and without gradient
 # clipping): their runs are compared within a protocol, so each variant must share one config_hash.
 VARIANT_EXPERIMENTS = (SB3_EXPERIMENT,)
-# Experiments committed one CSV per env (`<experiment>.<env>.csv`): a study whose envs land one block at a time, so
-# that a block's commit touches its env's file alone, and no file holds every env's rows.
-ONE_CSV_PER_ENV = ("twenty_seeds",)
+# Experiments committed one CSV per env and arm (`<experiment>.<env>.<method_tag>.csv`): a study whose arms land one
+# block of seeds at a time, so that a block's commit touches its arm's file alone, and no file grows with the study
+# (a LunarLander arm's twenty seeds are ~1 MB; its seven arms in one file were ~10).
+ONE_CSV_PER_ARM = ("twenty_seeds",)
 
 
-def tidy_csv_name(experiment: str, env: str) -> str:
-    """The committed tidy CSV that holds an experiment's rows of `env`."""
-    return f"{experiment}.{env}.csv" if experiment in ONE_CSV_PER_ENV else f"{experiment}.csv"
+def tidy_csv_name(experiment: str, env: str, method_tag: str) -> str:
+    """The committed tidy CSV that holds an experiment's rows of `env`'s arm `method_tag`."""
+    return f"{experiment}.{env}.{method_tag}.csv" if experiment in ONE_CSV_PER_ARM else f"{experiment}.csv"
+
+
+def experiment_csvs(data_dir: Path, experiment: str) -> list[Path]:
+    """The committed tidy CSVs that hold `experiment`'s rows, named by `tidy_csv_name` or by an earlier naming
+    (`<experiment>.csv`, or one CSV per env: `<experiment>.<env>.csv`)."""
+    return sorted({*data_dir.glob(f"{experiment}.csv"), *data_dir.glob(f"{experiment}.*.csv")})
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,14 @@ def read_tidy_csv(path: Path) -> pd.DataFrame:
         if column not in tidy
     }
     return tidy.assign(**empty)
+
+
+def read_experiment(data_dir: Path, experiment: str) -> pd.DataFrame:
+    """The committed tidy rows of `experiment`, from all of its CSVs (`experiment_csvs`), in file order."""
+    held = experiment_csvs(data_dir, experiment)
+    if not held:
+        raise FileNotFoundError(f"{data_dir} has no tidy CSV of experiment {experiment!r}")
+    return pd.concat([read_tidy_csv(path) for path in held], ignore_index=True)
 
 
 def _round_trip(value: object) -> object:
@@ -222,6 +237,7 @@ def _fresh_settings(fresh: pd.DataFrame) -> dict[str, dict]:
 
 def merge_fresh_runs(
     path: Path,
+    committed: pd.DataFrame | None,
     fresh: pd.DataFrame,
     run_key: list[str],
     compared: list[str],
@@ -229,8 +245,8 @@ def merge_fresh_runs(
     data_dir: Path,
     replace: set[str],
 ) -> tuple[pd.DataFrame, Refresh]:
-    """The rows of the CSV at `path` (if any) with each run of `fresh` replacing the run of its key, and
-    what writing them adds to the committed data.
+    """The `committed` rows (those of the CSV or CSVs at `path`; None when there are none) with each run of
+    `fresh` replacing the run of its key, and what writing them adds to the committed data.
 
     Refuses (RunDirError), naming the run and the first setting that differs, a fresh run made with other
     settings than the committed run it would replace, unless its group (`<experiment>/<env>`) is in
@@ -238,7 +254,7 @@ def merge_fresh_runs(
     them. Refuses too a result that mixes settings within a `compared` group (`check_one_setting`)."""
     check_one_setting(fresh, run_key, compared, str(runs_root))
     refresh = Refresh(data_dir, settings=_fresh_settings(fresh))
-    committed = read_tidy_csv(path) if path.exists() else fresh.iloc[:0].drop(columns=RUN_DIR)
+    committed = fresh.iloc[:0].drop(columns=RUN_DIR) if committed is None else committed
     fresh_hash = fresh.drop_duplicates(compared).set_index(compared)["config_hash"]  # one per group (checked)
     groups = committed.set_index(compared).index
     expected = fresh_hash.reindex(groups).to_numpy()  # NaN where the group has no fresh run
@@ -308,7 +324,8 @@ def tidy_from_runs(runs_root: str | Path, experiments: Collection[str] | None = 
 
 
 def load_tidy(data_dir: str | Path) -> pd.DataFrame:
-    """All tidy CSVs of `data_dir` (one per experiment, or per experiment and env: `tidy_csv_name`) as one table."""
+    """All tidy CSVs of `data_dir` (one per experiment, or per experiment, env and arm: `tidy_csv_name`) as one
+    table."""
     paths = sorted(Path(data_dir).glob("*.csv"))
     if not paths:
         return pd.DataFrame(columns=TIDY_COLUMNS)
@@ -332,19 +349,27 @@ def fresh_runs(runs_root: str | Path, experiments: set[str]) -> pd.DataFrame:
 
 
 def tidy_csv_writes(fresh: pd.DataFrame, runs_root: str | Path, data_dir: Path, replace: set[str]) -> Refresh:
-    """`fresh` (`fresh_runs`) merged into each experiment's tidy CSV under `data_dir` (`tidy_csv_name`,
-    `merge_fresh_runs`); nothing is written (`Refresh.write` does).
+    """`fresh` (`fresh_runs`) merged into each of its experiments' committed rows (`merge_fresh_runs`) and
+    written back one CSV per `tidy_csv_name`; nothing is written (`Refresh.write` does).
 
-    A run found on disk replaces that run's rows in the CSV; runs of the CSV that are not on disk
-    are kept, so refreshing from a partial runs folder never loses committed results.
+    A run found on disk replaces that run's rows; runs committed but not on disk are kept, so refreshing
+    from a partial runs folder never loses committed results. An experiment's rows are read from all of
+    its CSVs (`experiment_csvs`) and written back under the current naming: when the naming changes, the next
+    refresh moves the rows, and removes the files it leaves empty.
     """
     refresh = Refresh(data_dir)
-    names = [tidy_csv_name(experiment, env) for experiment, env in zip(fresh["experiment"], fresh["env"])]
-    for name, rows in fresh.groupby(pd.Series(names, index=fresh.index, dtype=str), sort=True):
-        path = data_dir / name
-        merged, of_file = merge_fresh_runs(path, rows, RUN_KEY, COMPARED, runs_root, data_dir, replace)
-        of_file.files[path] = tidy_csv_bytes(sort_tidy(merged))
-        refresh.merge(of_file)
+    for experiment, rows in fresh.groupby("experiment", sort=True):
+        held = experiment_csvs(data_dir, experiment)
+        committed = read_experiment(data_dir, experiment) if held else None
+        where = data_dir / (held[0].name if len(held) == 1 else f"{experiment}.*.csv")
+        merged, of_experiment = merge_fresh_runs(
+            where, committed, rows, RUN_KEY, COMPARED, runs_root, data_dir, replace
+        )
+        names = [tidy_csv_name(*run) for run in zip(merged["experiment"], merged["env"], merged["method_tag"])]
+        for name, of_name in merged.groupby(pd.Series(names, index=merged.index, dtype=str), sort=True):
+            of_experiment.files[data_dir / name] = tidy_csv_bytes(sort_tidy(of_name))
+        of_experiment.removed = [path for path in held if path not in of_experiment.files]
+        refresh.merge(of_experiment)
     return refresh
 
 
@@ -363,7 +388,8 @@ def single_csv_writes(
     run and round; nothing is written (`Refresh.write` does)."""
     if fresh.empty:
         return Refresh(data_dir)
-    merged, refresh = merge_fresh_runs(path, fresh, run_key, compared, runs_root, data_dir, replace)
+    committed = read_tidy_csv(path) if path.exists() else None
+    merged, refresh = merge_fresh_runs(path, committed, fresh, run_key, compared, runs_root, data_dir, replace)
     refresh.files[path] = tidy_csv_bytes(merged[columns].sort_values(run_key + ["round"], kind="stable"))
     return refresh
 
