@@ -47,6 +47,7 @@ FAMILIES = {
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
     "minigrid": "twenty_seeds/minigrid/sgd/iif-p12.5-12fcbe/seed3",
     "minigrid, Adam (optimizer=adam on the command line)": "twenty_seeds/minigrid/adam/iif-p12.5-12fcbe/seed3",
+    "box2d": "twenty_seeds/lunarlander/sgd/iif-p12.5-32fc62/seed0",
     "continuous (env=gym)": PENDULUM,
     # made by a command line of its own (experiment_name=engine_equivalence, no overlay): its path's presets
     "no overlay": "engine_equivalence/frozenlake/sgd/iif-p50-4739bc/seed9",
