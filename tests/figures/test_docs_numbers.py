@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from rlinfluence.config.paths import CONFIG_DIR, REPO_ROOT
+from rlinfluence.figures.arms import iif_p
 from rlinfluence.figures.runs import read_experiment
 from rlinfluence.metrics import probability_of_improvement_ci
 
@@ -321,6 +322,11 @@ def test_the_twenty_seed_sections_doorkey_verdicts_are_the_leaderboards():
     assert claim in TWENTY_SEEDS
 
 
+def _auc_std(title: str) -> dict[str, float]:
+    """An env's per-arm standard deviation of the area under the curve over seeds ("mean ± std")."""
+    return {row["Method"]: _number(row["AUC mean ± std"].split("±")[1]) for row in _board_table(f"{title}: per arm")}
+
+
 def _study_titles() -> list[str]:
     """The envs the leaderboard draws, by their titles."""
     return re.findall(r"^## (.+): paired by seed$", BOARD, re.M)
@@ -345,14 +351,27 @@ def test_when_iif_helps_says_what_the_twenty_seed_leaderboard_decided():
         f"On FrozenLake the typical seed is decided better (P(>) {iif_share['FrozenLake']}) but the expected outcome"
     )
     assert f"{claim} is a tie" in when
-    assert _verdicts(acrobot, "IIF", "Standard PPO") == (TIE, TIE)
-    assert f"On Acrobot it is a tie on both (P(>) {iif_share['Acrobot']})" in when
-    # "Random dropping of as many records as IIF is never decided better than standard PPO (decided worse on
-    # FrozenLake and Pendulum, a tie elsewhere), and IIF is decided better than it on MiniGrid."
+    assert (
+        _verdicts(acrobot, "IIF", "Standard PPO")
+        == _verdicts(board["LunarLander"], "IIF", "Standard PPO")
+        == (TIE, TIE)
+    )
+    spread = _auc_std("LunarLander")
+    assert max(spread, key=spread.get) == "IIF"
+    claim = (
+        f"On Acrobot it is a tie on both (P(>) {iif_share['Acrobot']}), and on LunarLander too (P(>) "
+        f"{iif_share['LunarLander']}), where IIF's seeds spread the most of any arm (the area under the curve's std "
+        f"{spread['IIF']:.1f} against standard PPO's {spread['Standard PPO']:.1f})"
+    )
+    assert claim in when
+    # "Random dropping of as many records as IIF is never decided better than standard PPO (decided worse on both
+    # questions on FrozenLake and Pendulum, and on the expected outcome on LunarLander; a tie elsewhere), and IIF is
+    # decided better than it on MiniGrid."
     random_verdicts = {
         title: _verdicts(paired, "Random, as many as IIF", "Standard PPO") for title, paired in board.items()
     }
     assert random_verdicts.pop("FrozenLake") == random_verdicts.pop("Pendulum") == (DECIDED_WORSE, DECIDED_WORSE)
+    assert random_verdicts.pop("LunarLander") == (TIE, DECIDED_WORSE)
     assert set(random_verdicts.values()) == {(TIE, TIE)}
     assert _verdicts(minigrid, "IIF", "Random, as many as IIF") == (DECIDED_BETTER, DECIDED_BETTER)
     # "IIF against gradient consensus … is a tie on both questions on every env of the study so far"
@@ -377,18 +396,47 @@ def test_the_readmes_which_filter_is_the_twenty_seed_leaderboards():
         "MiniGrid": (DECIDED_BETTER, DECIDED_BETTER),
         "FrozenLake": (DECIDED_BETTER, TIE),
         "Acrobot": (TIE, TIE),
+        "LunarLander": (TIE, TIE),
         "DoorKey-5x5": (DECIDED_WORSE, DECIDED_WORSE),
         "Pendulum": (DECIDED_WORSE, DECIDED_WORSE),
     }
     assert {title: _verdicts(board[title], "IIF", "Standard PPO") for title in said} == said
     claim = (
         "IIF beats standard PPO on MiniGrid, wins the typical seed but not the expected outcome on FrozenLake (one "
-        "seed of twenty collapses), ties on Acrobot, and loses on DoorKey-5x5 (Adam) and on Pendulum-v1"
+        "seed of twenty collapses), ties on Acrobot and on LunarLander, and loses on DoorKey-5x5 (Adam) and on "
+        "Pendulum-v1"
     )
     assert claim in text
     assert _share(board["Pendulum"], "IIF", "Standard PPO") == "0.00"  # "every one of the 20 seeds behind"
     assert {_verdicts(paired, "IIF", "Consensus") for paired in board.values()} == {(TIE, TIE)}
     assert "it ties gradient consensus, which needs no target, on every env" in text
+
+
+def test_the_twenty_seed_sections_lunarlander_numbers_are_the_leaderboards():
+    lunarlander = _paired("LunarLander")
+    iif = lunarlander[("IIF", "Standard PPO")]
+    assert _verdicts(lunarlander, "IIF", "Standard PPO") == (TIE, TIE)
+    assert _verdicts(lunarlander, "Consensus", "Standard PPO") == (TIE, TIE)
+    assert _verdicts(lunarlander, "IIF", "Consensus") == _verdicts(lunarlander, "IIF", "Random, as many as IIF")
+    assert _verdicts(lunarlander, "IIF", "Consensus") == (TIE, TIE)
+    assert _verdicts(lunarlander, "Random, as many as IIF", "Standard PPO") == (TIE, DECIDED_WORSE)
+    assert _verdicts(lunarlander, "Random, 25 % of negatives", "Standard PPO") == (DECIDED_WORSE, DECIDED_WORSE)
+    share = _share(lunarlander, "IIF", "Standard PPO")
+    spread, failed = _auc_std("LunarLander"), _failed("LunarLander")
+    assert max(spread, key=spread.get) == "IIF"
+    claim = (
+        f"On LunarLander (SGD, 150 rounds, IIF at p = 12.5 %) IIF ties standard PPO on both questions "
+        f"({round(float(share) * 20)} of 20 seeds ahead, P(>) {share}; mean AUC difference "
+        f"{iif['Mean AUC difference [95 % CI]']}) and its seeds spread the most of any arm (the area under the curve's "
+        f"std {spread['IIF']:.1f} against standard PPO's {spread['Standard PPO']:.1f}; "
+        f"{'one seed fails' if failed['IIF'] == '1 / 20' else failed['IIF'] + ' seeds fail'})"
+    )
+    assert claim.replace("-", "−") in TWENTY_SEEDS
+    assert iif_p("lunarlander") == 12.5
+    episodes = {_share(lunarlander, m, "Standard PPO") for m in ("IIF, episodes", "Consensus, episodes")}
+    assert {_verdicts(lunarlander, m, "Standard PPO") for m in ("IIF, episodes", "Consensus, episodes")} == {(TIE, TIE)}
+    assert len(episodes) == 1
+    assert f"By episodes, IIF and consensus both tie standard PPO (P(>) {episodes.pop()} each)" in TWENTY_SEEDS
 
 
 def test_the_twenty_seed_sections_pendulum_numbers_are_the_committed_ones():
