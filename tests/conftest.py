@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -169,6 +170,12 @@ def tiny(runs_root: Path, *overrides: str):
 def rounds_in(path: Path) -> list[int]:
     """The rounds a run's metrics.csv has rows for, in order."""
     return [int(row["round"]) for row in metrics_rows(path)]
+
+
+def start_as_from_a_terminal(command: list[str], **popen) -> subprocess.Popen:
+    """`command` started where Ctrl-C (SIGINT) reaches it, as from a terminal: a shell without job control starts
+    its background jobs (pytest, say) with SIGINT ignored, and a child keeps what it inherits."""
+    return subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
 
 
 def cli_run(runs_root: Path, *overrides: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_refusal, compose_config, config_refusal
+from conftest import cli_refusal, compose_config, config_refusal, start_as_from_a_terminal
 from rlinfluence.cli import run_task
 from rlinfluence.config.paths import REPO_ROOT
 from rlinfluence.figures.regenerate import refresh_from_runs
@@ -64,11 +64,8 @@ def _has_loaded(pid: int, library: str) -> bool:
 
 
 def test_ctrl_c_while_the_cli_imports_is_one_line_exit_130(tmp_path):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rlinfluence", "debug=smoke", f"runs_root={tmp_path}"],
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+    process = start_as_from_a_terminal(
+        [sys.executable, "-m", "rlinfluence", "debug=smoke", f"runs_root={tmp_path}"], stderr=subprocess.PIPE, text=True
     )
     while process.poll() is None and not _has_loaded(process.pid, "libtorch"):
         time.sleep(0.005)  # torch's shared library is mapped: the CLI is importing torch, seconds from training

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, tiny
+from conftest import cli_refusal, cli_run, config_refusal, metrics_rows, start_as_from_a_terminal, tiny
 from rlinfluence.cli import check_sweep, pack_seeds, run_task
 from rlinfluence.control.engine import Stack
 from rlinfluence.control.trainer import Trainer
@@ -243,7 +243,7 @@ def rounds_logged(runs_root: Path, seed: int) -> int:
 
 def run_until_stopped(runs_root: Path, seeds: str, seed: int, rounds: int, signal_number: int, *overrides: str) -> str:
     """The batch `seeds`, sent `signal_number` once `seed` has logged `rounds` rounds; its last line on stderr."""
-    process = subprocess.Popen(
+    process = start_as_from_a_terminal(
         command(runs_root, seeds, *overrides), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 300

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from wandb.proto import wandb_internal_pb2
 
-from conftest import metrics_rows, tiny
+from conftest import metrics_rows, start_as_from_a_terminal, tiny
 from rlinfluence.cli import run_task
 from rlinfluence.run.logger import SECTIONS
 from test_engine import seed_dir
@@ -126,7 +126,7 @@ def test_each_stacked_seed_is_a_wandb_run_of_its_own(tmp_path, offline_wandb, ca
 def test_an_interrupted_stacked_run_resumes_each_seeds_wandb_run(tmp_path, offline_wandb):
     overrides = ["debug=smoke", "engine=stacked", "env.rounds=40", "seeds=[0,1]", f"runs_root={tmp_path}"]
     command = [sys.executable, "-m", "rlinfluence", *overrides, *offline_wandb, "progress=false"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    process = start_as_from_a_terminal(command, stderr=subprocess.PIPE, text=True)
     while process.poll() is None:
         found = list(tmp_path.rglob("seed1/metrics.csv"))
         if found and len(found[0].read_text().splitlines()) > 3:  # rounds 0-2 written

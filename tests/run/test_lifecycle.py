@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compose_config, rounds_in, tiny
+from conftest import compose_config, rounds_in, start_as_from_a_terminal, tiny
 from rlinfluence.cli import run_task
 from rlinfluence.run.lifecycle import announce_env_optimizer
 from rlinfluence.run.rundir import run_dir
@@ -31,12 +31,8 @@ def wait_for_rows(runs_root: Path, rows: int, process: subprocess.Popen) -> Path
 @pytest.mark.parametrize("signum,exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_run_says_so_in_one_line_and_leaves_consistent_files(tmp_path, signum, exit_code):
     overrides = ["debug=smoke", "env.rounds=100", f"runs_root={tmp_path}"]
-    # As from a terminal: a shell starts background jobs (pytest, say) with SIGINT ignored, which the run keeps.
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rlinfluence", *overrides],
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    process = start_as_from_a_terminal(
+        [sys.executable, "-m", "rlinfluence", *overrides], stderr=subprocess.PIPE, text=True
     )
     path = wait_for_rows(tmp_path, 2, process)  # rounds 0 and 1 written: it is training
     process.send_signal(signum)

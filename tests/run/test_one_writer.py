@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_refusal, cli_run, rounds_in
+from conftest import cli_refusal, cli_run, rounds_in, start_as_from_a_terminal
 from rlinfluence.run.checkpoint import RunDirError
 from rlinfluence.run.writer import WRITER_LOCK, RunDirBusy, sole_writer
 
@@ -22,7 +22,7 @@ RACE = ("debug=smoke", "env.rounds=100000", "experiment_name=race")
 
 def start(runs_root: Path, *overrides: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "rlinfluence", *RACE, *overrides, f"runs_root={runs_root}"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_as_from_a_terminal(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_until_held(run_dir: Path, process: subprocess.Popen) -> None:
