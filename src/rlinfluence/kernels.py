@@ -5,8 +5,9 @@ torch picks its elementwise kernels (ATen's CPU capability), MKL its matrix-prod
 convolutions' instruction set from the CPU they find, and each choice rounds differently: a FrozenLake IIF run
 under ATen's AVX2 or AVX-512 kernels, or under MKL's COMPATIBLE path, leaves the run under ATen's DEFAULT ones
 at round 24 (docs/reproduction.md, "Hardware"). `RLINFLUENCE_KERNELS=pinned`, the default, fixes all three to
-paths every x86-64 CPU with AVX2 runs alike, Intel or AMD; `native` leaves the choice to the libraries (numbers
-of that CPU class only). This module imports nothing heavy: the console entry pins before importing torch.
+paths every x86-64 CPU with AVX2 runs alike, Intel or AMD (measured for SGD runs; Adam runs still differ across the
+two vendors, docs/reproduction.md); `native` leaves the choice to the libraries (numbers of that CPU class only).
+This module imports nothing heavy: the console entry pins before importing torch.
 """
 
 from __future__ import annotations

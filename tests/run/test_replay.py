@@ -39,9 +39,17 @@ DATA = REPO_ROOT / "paper_figures" / "data"
 # run.
 PENDULUM = "twenty_seeds/gym-Pendulum-v1/adam/iif-p50-bb5a63/seed0"
 # Made on an AMD EPYC (family 25, model 1). On an Intel Xeon (family 6, model 207) under the same pinned kernels its
-# round 1 differs in the 7th digit (test_return -1569.14057 committed, -1569.14032 replayed): continuous actions are
-# not yet bit-identical across CPU vendors (issue 64's closing note, eleventh sitting), the discrete families are.
+# round 1 differs in the 7th digit (test_return -1569.14057 committed, -1569.14032 replayed): Adam runs are not yet
+# bit-identical across CPU vendors (docs/reproduction.md, "Adam is not yet one class"; MiniGrid's Adam runs from
+# round 3, past the two rounds replayed here), SGD runs are.
 PENDULUM_CPU = "AMD EPYC (family 25, model 1)"
+
+
+def skip_pendulum_off_its_cpu(run: str) -> None:
+    if "gym-Pendulum-v1" in run and cpu_model() != PENDULUM_CPU:
+        pytest.skip(f"Pendulum's committed rows replay bit for bit on {PENDULUM_CPU} only; this CPU is {cpu_model()}")
+
+
 FAMILIES = {
     "toy-text": "twenty_seeds/frozenlake/sgd/iif-p50-4739bc/seed0",
     "classic-control": "twenty_seeds/acrobot/sgd/consensus-p50-12fcbe/seed7",
@@ -59,8 +67,7 @@ RETIRED = "main/acrobot/sgd/iif-p50-paper-92a12d/seed1"
 
 @pytest.mark.parametrize("run", FAMILIES.values(), ids=FAMILIES.keys())
 def test_a_committed_run_replays_bit_for_bit(run):
-    if run == PENDULUM and cpu_model() != PENDULUM_CPU:
-        pytest.skip(f"Pendulum's committed rows replay bit for bit on {PENDULUM_CPU} only; this CPU is {cpu_model()}")
+    skip_pendulum_off_its_cpu(run)
     [result] = replay_runs(compose_config(["task=replay", f"replay.run={run}", "replay.rounds=2"]))
     assert (result.run, result.rounds, result.difference) == (run, 2, None)
 
@@ -204,6 +211,7 @@ def test_each_of_our_committed_csvs_names_the_runs_it_holds():
 @pytest.mark.long
 @pytest.mark.parametrize("data", OUR_CSVS)
 def test_every_committed_run_replays(data):
+    skip_pendulum_off_its_cpu(data)
     results = replay_runs(compose_config(["task=replay", f"replay.run={replayed_pattern(data)}", "replay.rounds=2"]))
     # the retired engine's runs may differ from some round on (replay.retired_engine): each says so and passes
     assert [r.run for r in results if r.difference is not None and r.made_by is None] == []
