@@ -102,12 +102,22 @@ def unavailable_line(environ: MutableMapping[str, str] = os.environ) -> str | No
     )
 
 
-def hardware_class(cpu: str | None, kernels: str | None, device: str | None) -> str:
+def cpu_vendor(cpu: str) -> str:
+    """`AMD` or `Intel` from a `cpu_model()` name; the name itself where it names neither."""
+    return next((vendor for vendor in ("AMD", "Intel") if vendor in cpu), cpu)
+
+
+def hardware_class(cpu: str | None, kernels: str | None, device: str | None, optimizer: str | None = None) -> str:
     """What decides a run's floating-point path, as replay compares it: a GPU by its name, the pinned kernels
-    on any CPU alike, native kernels by CPU model; unknown for a run made before runs recorded it."""
+    on any CPU alike (an Adam run's on any CPU of its vendor: Adam's step rounds differently on AMD and Intel
+    under them, docs/reproduction.md), native kernels by CPU model; unknown for a run made before runs recorded
+    it."""
     if kernels is None or cpu is None or device is None:
         return UNKNOWN_CLASS
     if device != "cpu":
         return device
     setting, _, libraries = kernels.rpartition(": ")
-    return f"the pinned kernels ({libraries})" if setting == PINNED else f"{cpu} with {setting} kernels ({libraries})"
+    if setting != PINNED:
+        return f"{cpu} with {setting} kernels ({libraries})"
+    pinned = f"the pinned kernels ({libraries})"
+    return f"{pinned} on an {cpu_vendor(cpu)} CPU (Adam)" if optimizer == "adam" else pinned

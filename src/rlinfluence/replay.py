@@ -19,9 +19,10 @@ another numerics class: its Adam runs part from round 1 or 2, its SGD runs' weig
 difference is said, with the commit that made the run and how to replay it exactly (a worktree of that commit),
 and is no failure.
 
-A run made on another hardware class than this machine's (kernels.hardware_class: the pinned kernels, or a
-CPU model's own, or a GPU), or before runs recorded theirs, may differ from some round on without any change
-of code: such a difference is said, with both classes, and is no failure; one on the same class is.
+A run made on another hardware class than this machine's (kernels.hardware_class: the pinned kernels, for
+an Adam run those of a CPU vendor, or a CPU model's own, or a GPU), or before runs recorded theirs, may differ
+from some round on without any change of code: such a difference is said, with both classes, and is no failure;
+one on the same class is.
 """
 
 from __future__ import annotations
@@ -206,7 +207,8 @@ def first_difference(committed: pd.DataFrame, replayed: pd.DataFrame, full_preci
 def committed_class(rows: pd.DataFrame) -> str:
     """The hardware class of a committed run's rows; `unknown` for rows made before runs recorded it."""
     first = rows.iloc[0]
-    return hardware_class(*(None if pd.isna(first[c]) else first[c] for c in ("cpu", "kernels", "device")))
+    cpu, kernels, device = (None if pd.isna(first[c]) else str(first[c]) for c in ("cpu", "kernels", "device"))
+    return hardware_class(cpu, kernels, device, str(first["optimizer"]))
 
 
 def retired_engine(settings: dict[str, Any], rows: pd.DataFrame) -> str | None:
@@ -239,7 +241,7 @@ def replay_run(
     rows = committed.sort_values("round").iloc[: last + 1]
     full_precision = bool(rows["code_commit"].notna().all())
     difference = first_difference(rows, replayed, full_precision)
-    this_machine = hardware_class(cpu_model(), kernels_in_force(), device_name(cfg.device))
+    this_machine = hardware_class(cpu_model(), kernels_in_force(), device_name(cfg.device), cfg.optimizer.name)
     return ReplayResult(
         run.path,
         last,

@@ -42,6 +42,18 @@ def test_an_unknown_kernels_setting_is_refused_in_one_line_before_anything_runs(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_adam_runs_pinned_class_is_its_cpu_vendors():
+    """Adam's step rounds differently on AMD and Intel under the pinned kernels (docs/reproduction.md), SGD's not."""
+    pinned = f"pinned: {PINNED_LIBRARIES}"
+    zen3, zen5, intel = "AMD EPYC (family 25, model 1)", "AMD EPYC (family 26, model 2)", "Intel(R) Xeon(R) Processor"
+    assert hardware_class(zen3, pinned, "cpu", "adam") == hardware_class(zen5, pinned, "cpu", "adam")
+    assert hardware_class(zen3, pinned, "cpu", "adam") != hardware_class(intel, pinned, "cpu", "adam")
+    assert hardware_class(intel, pinned, "cpu", "adam") == (
+        f"the pinned kernels ({PINNED_LIBRARIES}) on an Intel CPU (Adam)"
+    )
+    assert hardware_class(zen3, pinned, "cpu", "sgd") == hardware_class(intel, pinned, "cpu", "sgd")
+
+
 def test_the_pinned_kernels_are_one_class_on_every_cpu_and_native_ones_a_class_per_cpu():
     pinned = f"pinned: {PINNED_LIBRARIES}"
     native = "native: ATen AVX512, MKL_CBWR unset, ONEDNN_MAX_CPU_ISA unset"
